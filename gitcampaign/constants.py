@@ -1,0 +1,73 @@
+"""Names the tests, hooks and users depend on (DESIGN.md section 2): refs, notes, files, CSV headers."""
+
+from __future__ import annotations
+
+CAMPAIGNS_DIR = "campaigns"
+MANIFEST_FILE = "manifest.yaml"
+HARNESS_FILE = "quick_test_bench.py"
+REPORT_FILE = "REPORT.md"
+REPORT_PLOT_FILE = "REPORT.svg"
+
+NOTES_BENCH = "refs/notes/campaign/bench"
+NOTES_FULL = "refs/notes/campaign/full"
+NOTES_VERDICT = "refs/notes/campaign/verdict"
+NOTES_GLOB = "refs/notes/campaign/*"
+
+VERDICT_FORMAT = 1
+
+# Byte for byte; any drift stops a command (DESIGN.md section 4).
+GEMM_HEADER = (
+    "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
+    "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
+)
+# Memory-bound ops keep label, Check and the *_stddev convention; mismatch_frac is the share of
+# output elements (fp8 codes and scales) that differ bit for bit from the torch reference.
+QUANT_HEADER = "label,M,K,Check,Forward GB/s,Forward GB/s_stddev,Forward Time (ms),mismatch_frac"
+
+CHECK_PASS = "PASS"
+CHECK_FAIL = "FAIL"
+CHECK_ERROR = "ERROR"
+
+METRIC_FORWARD = "Forward TFLOPS"
+METRIC_STEP = "Combined Step TFLOPS"
+METRIC_GBS = "Forward GB/s"
+METRIC_BWD_GBS = "Backward GB/s"
+METRIC_ALIASES = {
+    "forward": METRIC_FORWARD,
+    "step": METRIC_STEP,
+    "gbs": METRIC_GBS,
+    "bwd-gbs": METRIC_BWD_GBS,
+}
+
+DECISION_BASELINE = "BASELINE"
+DECISION_ACCEPT = "ACCEPT"
+DECISION_ACCEPT_WITH_NOTE = "ACCEPT_WITH_NOTE"
+DECISION_REJECT = "REJECT"
+ACCEPTED = (DECISION_ACCEPT, DECISION_ACCEPT_WITH_NOTE)
+
+REASON_CHECK_FAILED = "check_failed"
+REASON_STATIC_CHECK = "static_check"
+REASON_HARNESS_CHANGED = "harness_changed"
+REASON_SHAPE_REGRESSION = "shape_regression"
+REASON_NOT_FASTER = "not_faster"
+REASON_WITHIN_NOISE = "within_noise"
+REASON_MANUAL = "manual_override"
+
+# SNR thresholds in dB (DESIGN.md section 4); a manifest may only tighten them.
+SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
+
+
+def main_branch(campaign: str) -> str:
+    return f"campaign/{campaign}/main"
+
+
+def round_branch(campaign: str, round_no: int) -> str:
+    return f"campaign/{campaign}/round-{round_no}"
+
+
+def rejected_ref(campaign: str, round_no: int) -> str:
+    return f"refs/campaign/{campaign}/rejected/round-{round_no}"
+
+
+def campaign_dir(campaign: str) -> str:
+    return f"{CAMPAIGNS_DIR}/{campaign}"

@@ -1,0 +1,239 @@
+"""Target shapes: model presets and the YAML shape-file format shared by `init` and the harness.
+
+A shape file is a YAML list of mappings with `label`, `M`, `N`, `K`; grouped ops add `B` (groups,
+the experts on one EP rank) and `dist` (how tokens spread over them); quantisation ops use `M`, `K`.
+For GEMM-class ops `M` is the total number of rows (summed over groups), so FLOPs = 2·M·N·K.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from gitcampaign.errors import CampaignError
+
+# Token distributions over the experts of one rank (HANDOFF.md: skewed loads are representative).
+DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
+SKEWED_DISTRIBUTIONS = ("top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
+
+
+@dataclass(frozen=True)
+class Shape:
+    label: str
+    M: int
+    K: int
+    N: int | None = None
+    B: int | None = None
+    dist: str | None = None
+
+    def work(self) -> int:
+        """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
+        return self.M * self.K * (self.N or 1)
+
+    def to_dict(self) -> dict[str, object]:
+        """The shape-file mapping, keys in CSV column order."""
+        fields = asdict(self)
+        return {key: fields[key] for key in ("label", "B", "M", "N", "K", "dist") if fields[key] is not None}
+
+
+@dataclass(frozen=True)
+class _Dense:
+    seq: int
+    hidden: int
+    linears: tuple[tuple[str, int, int], ...]  # (name, N, K) in nn.Linear layout
+
+
+def _llama_like(seq: int, hidden: int, heads: int, kv_heads: int, head_dim: int, ffn: int) -> _Dense:
+    return _Dense(
+        seq,
+        hidden,
+        (
+            ("qkv", (heads + 2 * kv_heads) * head_dim, hidden),
+            ("o", hidden, heads * head_dim),
+            ("gate_up", 2 * ffn, hidden),
+            ("down", hidden, ffn),
+        ),
+    )
+
+
+_DENSE_MODELS = {
+    "llama3.1-8b": _llama_like(8192, 4096, 32, 8, 128, 14336),
+    "llama3.1-70b": _llama_like(8192, 8192, 64, 8, 128, 28672),
+    "qwen2.5-7b": _llama_like(4096, 3584, 28, 4, 128, 18944),
+    "qwen2.5-72b": _llama_like(4096, 8192, 64, 8, 128, 29568),
+    "mistral-7b": _llama_like(4096, 4096, 32, 8, 128, 14336),
+    # DeepSeek-V3's dense layers: MLA projections and the dense MLP of its first three layers.
+    "deepseek-v3-dense": _Dense(
+        4096,
+        7168,
+        (
+            ("q_a", 1536, 7168),
+            ("kv_a", 576, 7168),
+            ("q_b", 24576, 1536),
+            ("kv_b", 32768, 512),
+            ("o", 7168, 16384),
+            ("gate_up", 36864, 7168),
+            ("down", 7168, 18432),
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class _Moe:
+    seq: int
+    top_k: int
+    experts_per_rank: int
+    hidden: int
+    expert_ffn: int
+
+
+_MOE_MODELS = {
+    "deepseek-v3-moe": _Moe(4096, 8, 32, 7168, 2048),  # 256 experts over EP=8
+    "qwen3-30b-a3b": _Moe(4096, 8, 16, 2048, 768),  # 128 experts over EP=8
+    "qwen3-235b-a22b": _Moe(4096, 8, 16, 4096, 1536),  # 128 experts over EP=8
+    "mixtral-8x7b": _Moe(4096, 2, 8, 4096, 14336),  # 8 experts, no EP
+}
+
+_MBS = (1, 2, 4)
+
+# Small shapes for the CPU (Triton's interpreter runs about 1 GFLOP/s): odd sizes on purpose.
+_TINY_GEMM = [
+    Shape("tiny-256", M=256, N=256, K=256),
+    Shape("tiny-odd", M=129, N=200, K=96),
+    Shape("tiny-wide", M=64, N=384, K=128),
+    Shape("tiny-deep", M=128, N=128, K=384),
+    Shape("tiny-row", M=1, N=256, K=192),
+]
+_TINY_GROUPED = [
+    Shape("tiny-uniform", M=256, N=128, K=128, B=4, dist="uniform"),
+    Shape("tiny-hot", M=256, N=128, K=128, B=4, dist="hot_half"),
+    Shape("tiny-empty", M=200, N=96, K=128, B=4, dist="empty_one"),
+    Shape("tiny-top1", M=192, N=128, K=64, B=4, dist="top1_cf1.25"),
+]
+_TINY_QUANT = [
+    Shape("tiny-q-256", M=256, K=512),
+    Shape("tiny-q-odd", M=77, K=384),
+    Shape("tiny-q-row", M=1, K=1024),
+    Shape("tiny-q-tall", M=512, K=256),
+]
+
+
+def _dense_preset(model: str, mbs_list: tuple[int, ...]) -> list[Shape]:
+    spec = _DENSE_MODELS[model]
+    return [
+        Shape(f"{model}-{name}-mbs{mbs}", M=spec.seq * mbs, N=n, K=k)
+        for mbs in mbs_list
+        for name, n, k in spec.linears
+    ]
+
+
+def _moe_preset(model: str, mbs_list: tuple[int, ...]) -> list[Shape]:
+    spec = _MOE_MODELS[model]
+    linears = (("gate_up", 2 * spec.expert_ffn, spec.hidden), ("down", spec.hidden, spec.expert_ffn))
+    return [
+        Shape(
+            f"{model}-{name}-mbs{mbs}-{dist}",
+            M=spec.seq * mbs * spec.top_k,
+            N=n,
+            K=k,
+            B=spec.experts_per_rank,
+            dist=dist,
+        )
+        for mbs in mbs_list
+        for name, n, k in linears
+        for dist in DISTRIBUTIONS
+    ]
+
+
+def _quant_preset(model: str, mbs_list: tuple[int, ...]) -> list[Shape]:
+    spec = _DENSE_MODELS[model]
+    widths = sorted({k for _, _, k in spec.linears})
+    return [Shape(f"{model}-act{k}-mbs{mbs}", M=spec.seq * mbs, K=k) for mbs in mbs_list for k in widths]
+
+
+def preset_names() -> list[str]:
+    names = ["tiny", "tiny-grouped", "tiny-quant"]
+    names += sorted(_DENSE_MODELS) + sorted(_MOE_MODELS) + [f"{m}-quant" for m in sorted(_DENSE_MODELS)]
+    return names
+
+
+def preset(spec: str) -> list[Shape]:
+    """A preset by name; `NAME:mbs=1` (or `mbs=1,2`) keeps only those micro-batch sizes."""
+    name, _, option = spec.partition(":")
+    mbs_list = _MBS
+    if option:
+        match = re.fullmatch(r"mbs=(\d+(?:,\d+)*)", option)
+        if not match:
+            raise CampaignError(f"shape preset option {option!r} is not understood", "write it as NAME:mbs=1,2")
+        mbs_list = tuple(int(part) for part in match.group(1).split(","))
+    if name == "tiny":
+        return list(_TINY_GEMM)
+    if name == "tiny-grouped":
+        return list(_TINY_GROUPED)
+    if name == "tiny-quant":
+        return list(_TINY_QUANT)
+    if name in _DENSE_MODELS:
+        return _dense_preset(name, mbs_list)
+    if name in _MOE_MODELS:
+        return _moe_preset(name, mbs_list)
+    if name.endswith("-quant") and name[: -len("-quant")] in _DENSE_MODELS:
+        return _quant_preset(name[: -len("-quant")], mbs_list)
+    raise CampaignError(
+        f"{spec!r} is neither a shape preset nor a YAML file",
+        f"use one of {', '.join(preset_names())}, or a path to a YAML list of {{label, M, N, K}}",
+    )
+
+
+def shapes_from_data(data: object, source: str) -> list[Shape]:
+    """Validate a parsed shape list; errors name the entry and the field."""
+    if not isinstance(data, list) or not data:
+        raise CampaignError(f"{source}: expected a non-empty YAML list of shapes", "see README: Shape files")
+    shapes: list[Shape] = []
+    for index, entry in enumerate(data):
+        where = f"{source}: shape #{index + 1}"
+        if not isinstance(entry, dict):
+            raise CampaignError(f"{where} is not a mapping", "write each shape as {label: ..., M: ..., K: ...}")
+        unknown = set(entry) - {"label", "M", "N", "K", "B", "dist"}
+        if unknown:
+            raise CampaignError(f"{where} has unknown fields {sorted(unknown)}", "allowed: label, M, N, K, B, dist")
+        for field in ("label", "M", "K"):
+            if field not in entry:
+                raise CampaignError(f"{where} has no {field!r}", f"add {field} to every shape")
+        for field in ("M", "N", "K", "B"):
+            value = entry.get(field)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise CampaignError(f"{where}: {field} = {value!r} is not a non-negative integer", "fix the value")
+        dist = entry.get("dist")
+        if dist is not None and dist not in DISTRIBUTIONS:
+            raise CampaignError(f"{where}: dist {dist!r} is unknown", f"use one of {', '.join(DISTRIBUTIONS)}")
+        label = str(entry["label"])
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
+            raise CampaignError(f"{where}: label {label!r} has characters a CSV cell cannot carry", "use [A-Za-z0-9_.+-]")
+        shapes.append(Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), dist))
+    labels = [shape.label for shape in shapes]
+    duplicated = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicated:
+        raise CampaignError(f"{source}: duplicate labels {duplicated}", "give every shape its own label")
+    return shapes
+
+
+def load_shapes(spec: str) -> list[Shape]:
+    """`spec` is a preset name or a path to a YAML shape file."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise CampaignError(f"shape file {spec} does not exist", "pass a preset name or an existing YAML file")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise CampaignError(f"shape file {spec} is not valid YAML: {exc}", "fix the YAML syntax") from exc
+        return shapes_from_data(data, spec)
+    return preset(spec)
+
+
+def dump_shapes(shapes: list[Shape]) -> str:
+    return yaml.safe_dump([shape.to_dict() for shape in shapes], sort_keys=False)

@@ -168,7 +168,9 @@ def preset(spec: str) -> list[Shape]:
     if option:
         match = re.fullmatch(r"mbs=(\d+(?:,\d+)*)", option)
         if not match:
-            raise CampaignError(f"shape preset option {option!r} is not understood", "write it as NAME:mbs=1,2")
+            raise CampaignError(
+                f"shape preset option {option!r} is not understood", "write it as NAME:mbs=1,2"
+            )
         mbs_list = tuple(int(part) for part in match.group(1).split(","))
     if name == "tiny":
         return list(_TINY_GEMM)
@@ -196,23 +198,33 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
     for index, entry in enumerate(data):
         where = f"{source}: shape #{index + 1}"
         if not isinstance(entry, dict):
-            raise CampaignError(f"{where} is not a mapping", "write each shape as {label: ..., M: ..., K: ...}")
+            raise CampaignError(
+                f"{where} is not a mapping", "write each shape as {label: ..., M: ..., K: ...}"
+            )
         unknown = set(entry) - {"label", "M", "N", "K", "B", "dist"}
         if unknown:
-            raise CampaignError(f"{where} has unknown fields {sorted(unknown)}", "allowed: label, M, N, K, B, dist")
+            raise CampaignError(
+                f"{where} has unknown fields {sorted(unknown)}", "allowed: label, M, N, K, B, dist"
+            )
         for field in ("label", "M", "K"):
             if field not in entry:
                 raise CampaignError(f"{where} has no {field!r}", f"add {field} to every shape")
         for field in ("M", "N", "K", "B"):
             value = entry.get(field)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise CampaignError(f"{where}: {field} = {value!r} is not a non-negative integer", "fix the value")
+                raise CampaignError(
+                    f"{where}: {field} = {value!r} is not a non-negative integer", "fix the value"
+                )
         dist = entry.get("dist")
         if dist is not None and dist not in DISTRIBUTIONS:
-            raise CampaignError(f"{where}: dist {dist!r} is unknown", f"use one of {', '.join(DISTRIBUTIONS)}")
+            raise CampaignError(
+                f"{where}: dist {dist!r} is unknown", f"use one of {', '.join(DISTRIBUTIONS)}"
+            )
         label = str(entry["label"])
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
-            raise CampaignError(f"{where}: label {label!r} has characters a CSV cell cannot carry", "use [A-Za-z0-9_.+-]")
+            raise CampaignError(
+                f"{where}: label {label!r} has characters a CSV cell cannot carry", "use [A-Za-z0-9_.+-]"
+            )
         shapes.append(Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), dist))
     labels = [shape.label for shape in shapes]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
@@ -226,7 +238,9 @@ def load_shapes(spec: str) -> list[Shape]:
     path = Path(spec)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
-            raise CampaignError(f"shape file {spec} does not exist", "pass a preset name or an existing YAML file")
+            raise CampaignError(
+                f"shape file {spec} does not exist", "pass a preset name or an existing YAML file"
+            )
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:

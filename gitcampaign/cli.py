@@ -1,0 +1,413 @@
+"""`git campaign`: click only parses, normalises and calls `gitcampaign.commands`; one handler maps
+outcomes to exit codes (user error 1, ^C 130, bug 3 with the traceback in a log)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from tabulate import tabulate
+
+from gitcampaign import __version__
+from gitcampaign.errors import CampaignError
+
+EXIT_USER_ERROR = 1
+EXIT_BUG = 3
+EXIT_INTERRUPTED = 130
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+def _emit(text: str, data: Any, as_json: bool) -> None:
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def _repo(ctx: click.Context) -> Path:
+    return Path(ctx.obj["repo"])
+
+
+def _campaign(ctx: click.Context) -> str | None:
+    return ctx.obj["campaign"]
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version")
+@click.option(
+    "--repo", "-C", default=".", show_default=True, type=click.Path(file_okay=False), help="Repository."
+)
+@click.option(
+    "--campaign", "-c", default=None, help="Campaign name (default: the checked-out one, or the only one)."
+)
+@click.pass_context
+def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
+    """Git-native GPU-kernel optimisation campaigns: one hypothesis, one change, one measurement,
+    one mechanical decision per round; the git history is the lineage."""
+    ctx.obj = {"repo": repo, "campaign": campaign}
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("name")
+@click.option(
+    "--op",
+    required=True,
+    help="gemm, gemm_fp8_{tensorwise,rowwise,blockwise}, grouped_gemm, quantize_fp8_{rowwise,blockwise}; a label with --quick-command.",
+)
+@click.option(
+    "--backend", default="triton", show_default=True, help="Backend the harness measures (triton|torch)."
+)
+@click.option(
+    "--metric",
+    default=None,
+    help='"Forward TFLOPS", "Combined Step TFLOPS", "Forward GB/s", "Backward GB/s" or forward|step|gbs|bwd-gbs.',
+)
+@click.option(
+    "--shapes",
+    default="tiny",
+    show_default=True,
+    help="A preset (e.g. llama3.1-8b:mbs=1) or a YAML shape file.",
+)
+@click.option("--test-command", default=None, help="Focused correctness test command.")
+@click.option("--quick-command", default=None, help="Your own quick harness (must write the frozen CSV).")
+@click.option("--benchmark-command", default=None, help="Full benchmark command.")
+@click.option("--probe-command", default=None, help="Training-step probe command ('' for none).")
+@click.option("--kernel-source", default=None, help="Path of the kernel being optimised.")
+@click.option("--protect", multiple=True, help="Extra path a round may not change (repeatable).")
+@click.option("--max-iterations", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--target", multiple=True, help="speedup=1.2 | value=800 | efficiency=0.8 with peak=989 (repeatable)."
+)
+@click.option("--gpu", default="NVIDIA H200", show_default=True)
+@click.option(
+    "--pairs",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Interleaved process pairs per measurement.",
+)
+@click.option("--min-gain", default=0.01, show_default=True, type=click.FloatRange(min=0))
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=1800,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds before a harness process counts as hung.",
+)
+@click.pass_context
+def init(ctx: click.Context, name: str, **options: Any) -> None:
+    """DEFINE_TARGET: write the manifest on a new campaign/NAME/main."""
+    from gitcampaign.commands.init import InitOptions
+    from gitcampaign.commands.init import init as run
+
+    options["protect"] = tuple(options["protect"])
+    options["target"] = tuple(options["target"])
+    commit = run(_repo(ctx), InitOptions(name=name, **options))
+    click.echo(f"campaign {name}: manifest committed at {commit[:12]} on campaign/{name}/main")
+    click.echo("next: git campaign prepare")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
+    """PREPARE_ENVIRONMENT: environment report, harness copy, notes config, hooks."""
+    from gitcampaign.commands.prepare import prepare as run
+
+    result = run(_repo(ctx), _campaign(ctx), install_hooks=not no_hooks)
+    text = "\n".join(
+        ["environment:", *(f"  {k}: {v}" for k, v in result.environment.items())]
+        + [*(f"done: {a}" for a in result.actions), *(f"warning: {w}" for w in result.warnings)]
+        + ["next: git campaign baseline"]
+    )
+    _emit(
+        text,
+        {"environment": result.environment, "actions": result.actions, "warnings": result.warnings},
+        as_json,
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--pairs", default=None, type=click.IntRange(min=1), help="A/A process pairs (default: manifest)."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
+    """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
+    from gitcampaign.commands.baseline import baseline as run
+
+    result = run(_repo(ctx), _campaign(ctx), pairs)
+    rows = [
+        [
+            row.label,
+            row.check,
+            *(
+                f"{v:.4g}"
+                for k, v in row.values.items()
+                if k in ("Forward TFLOPS", "Backward TFLOPS", "Forward GB/s")
+            ),
+        ]
+        for row in result.full.rows
+    ]
+    text = "\n".join(
+        [
+            tabulate(rows, headers=["shape", "check", "metrics"]),
+            f"baseline aggregate: {result.aggregate:.6g}",
+            f"representative shapes: {', '.join(result.representative)}",
+            f"noise floor (A/A): {100 * result.noise.aggregate:.2f}%",
+            f'recorded at {result.commit[:12]}; next: git campaign round -m "HYPOTHESIS"',
+        ]
+    )
+    data = {
+        "commit": result.commit,
+        "aggregate": result.aggregate,
+        "representative_shapes": result.representative,
+        "noise_floor": {"aggregate": result.noise.aggregate, "shapes": result.noise.shapes},
+    }
+    _emit(text, data, as_json)
+
+
+@cli.command("round", context_settings=CONTEXT)
+@click.option("-m", "--message", "hypothesis", required=True, help="The round's one hypothesis.")
+@click.pass_context
+def round_(ctx: click.Context, hypothesis: str) -> None:
+    """OPTIMIZE: open campaign/NAME/round-N on the accepted head."""
+    from gitcampaign.commands.round import open_round
+
+    result = open_round(_repo(ctx), _campaign(ctx), hypothesis)
+    click.echo(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+    click.echo("make ONE change, `git commit` (Hypothesis:/Change: lines), then `git campaign validate`")
+
+
+def _validation_text(result: Any) -> str:
+    def pct(value: Any) -> str:
+        return (
+            f"{100 * (value - 1):+.2f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+        )
+
+    rows = [
+        [
+            label,
+            v.get("check", ""),
+            f"{v['incumbent']:.4g}" if "incumbent" in v else "-",
+            f"{v['candidate']:.4g}" if "candidate" in v else "-",
+            pct(v.get("ratio")),
+        ]
+        for label, v in result.shapes.items()
+    ]
+    lines = [tabulate(rows, headers=["shape", "check", "incumbent", "candidate", "change"])] if rows else []
+    ci = ", ".join(f"{b:.4f}" if math.isfinite(b) else "-" for b in result.ci)
+    lines.append(
+        f"round {result.round}: {result.decision}"
+        + (f" ({', '.join(result.reasons)})" if result.reasons else "")
+    )
+    lines.append(
+        f"aggregate ratio {result.ratio:.4f}, 95% CI [{ci}]"
+        if math.isfinite(result.ratio)
+        else "aggregate ratio: not measured"
+    )
+    lines += [f"  {note}" for note in result.notes]
+    if result.transfer:
+        lines.append(f"training-step transfer: {result.transfer}")
+    return "\n".join(lines)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--full", is_flag=True, help="Validate on all target shapes.")
+@click.option(
+    "--pairs", default=None, type=click.IntRange(min=1), help="Process pairs per session (default: manifest)."
+)
+@click.option("--no-probe", is_flag=True, help="Skip the training-step probe.")
+@click.option(
+    "--timeout", "timeout_s", default=None, type=click.IntRange(min=1), help="Seconds per harness process."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def validate(
+    ctx: click.Context, full: bool, pairs: int | None, no_probe: bool, timeout_s: int | None, as_json: bool
+) -> None:
+    """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
+    from gitcampaign.commands.validate import validate as run
+
+    result = run(_repo(ctx), _campaign(ctx), full=full, pairs=pairs, probe=not no_probe, timeout_s=timeout_s)
+    _emit(_validation_text(result), result.to_json(), as_json)
+
+
+def _override(
+    verb: Callable[..., Any], ctx: click.Context, number: int | None, reason: str, as_json: bool
+) -> None:
+    result = verb(_repo(ctx), _campaign(ctx), number, reason)
+    text = f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict)"
+    _emit(text, result.__dict__, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", required=False, type=int)
+@click.option("-m", "--message", "reason", default="", help="Why you override.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def accept(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
+    """Override: accept the last (or given) round by hand."""
+    from gitcampaign.commands.override import accept as run
+
+    _override(run, ctx, number, reason, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", required=False, type=int)
+@click.option("-m", "--message", "reason", default="", help="Why you override.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def rollback(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
+    """Override: reject the last (or given) round by hand; an accepted one is reverted on main."""
+    from gitcampaign.commands.override import rollback as run
+
+    _override(run, ctx, number, reason, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Where the campaign stands and what to run next."""
+    from gitcampaign.commands.status import status as run
+
+    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def log(ctx: click.Context, as_json: bool) -> None:
+    """The lineage table: every round, its decision and its effect."""
+    from gitcampaign.commands.log import log as run
+
+    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, number: int, as_json: bool) -> None:
+    """One round: hypothesis, diff stat, CSV, verdict."""
+    from gitcampaign.commands.show import show as run
+
+    _emit(*run(_repo(ctx), _campaign(ctx), number), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--force", is_flag=True, help="T4: stop the campaign here.")
+@click.option("--pairs", default=None, type=click.IntRange(min=1))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def report(ctx: click.Context, force: bool, pairs: int | None, as_json: bool) -> None:
+    """REPORT: final full validation and campaigns/NAME/REPORT.md on the accepted line."""
+    from gitcampaign.commands.report import report as run
+
+    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
+    text = (
+        f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
+        + "\n".join(result.termination)
+    )
+    _emit(text, result.__dict__, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 3))
+@click.pass_context
+def demo(ctx: click.Context, directory: str | None, rounds: int) -> None:
+    """The whole loop on a scratch repo with the GEMM kernel (CPU when there is no GPU)."""
+    from gitcampaign.commands.demo import demo as run
+
+    target = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitcampaign-demo-"))
+    run(target, rounds=rounds, echo=click.echo)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True)
+def lint(paths: tuple[str, ...], as_json: bool) -> None:
+    """Static anti-cheat check (identity-keyed caches, patched timers, reference fallbacks, ...)."""
+    from gitcampaign.commands.lint import run_lint
+
+    code, text = run_lint([Path(p) for p in (paths or (".",))], as_json)
+    click.echo(text)
+    click.get_current_context().exit(code)
+
+
+@cli.group(context_settings=CONTEXT)
+def hooks() -> None:
+    """Git hooks that enforce the gates (install, or run one)."""
+
+
+@hooks.command("install", context_settings=CONTEXT)
+@click.pass_context
+def hooks_install(ctx: click.Context) -> None:
+    """Install pre-commit, prepare-commit-msg and commit-msg (chaining existing hooks)."""
+    from gitcampaign import git as g
+    from gitcampaign.commands.hooks import install_hooks
+
+    for line in install_hooks(g.root(g.open_repo(_repo(ctx)))):
+        click.echo(line)
+
+
+@hooks.command("run", context_settings=CONTEXT)
+@click.argument("hook", type=click.Choice(["pre-commit", "prepare-commit-msg", "commit-msg"]))
+@click.argument("args", nargs=-1)
+@click.pass_context
+def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
+    """Run one hook's logic (what the installed hook scripts call)."""
+    from gitcampaign import git as g
+    from gitcampaign.commands import hooks as logic
+
+    root = g.root(g.open_repo(_repo(ctx)))
+    if hook == "pre-commit":
+        code, text = logic.run_pre_commit(root)
+    elif hook == "commit-msg":
+        code, text = logic.run_commit_msg(root, Path(args[0]))
+    else:
+        code, text = logic.run_prepare_commit_msg(root, Path(args[0]), *(args[1:3])), ""
+    if text:
+        click.echo(text, err=True)
+    ctx.exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: the one place that turns outcomes into exit codes."""
+    try:
+        code = cli.main(args=argv, prog_name="git campaign", standalone_mode=False)
+    except CampaignError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        return EXIT_USER_ERROR
+    except click.exceptions.Abort:
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USER_ERROR
+    except Exception:
+        log = Path(tempfile.gettempdir()) / "gitcampaign-crash.log"
+        log.write_text(traceback.format_exc())
+        click.echo(f"internal error (a bug in gitcampaign); traceback written to {log}", err=True)
+        return EXIT_BUG
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""BASELINE (round 1): full validation, representative shapes, an A/A noise floor, all in git."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitcampaign import constants as C
+from gitcampaign import envinfo, verdict
+from gitcampaign import git as g
+from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.decision import PairSample, noise_floor
+from gitcampaign.errors import CampaignError
+from gitcampaign.manifest import Manifest, NoiseFloor, sha256_bytes
+from gitcampaign.measure import (
+    CANDIDATE,
+    INCUMBENT,
+    HarnessJob,
+    interleaved,
+    run_dir,
+    run_quick,
+    samples,
+    worktrees,
+)
+from gitcampaign.results import BenchTable, aggregate
+from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
+
+DEFAULT_REPRESENTATIVE = 4
+
+
+@dataclass
+class BaselineResult:
+    commit: str
+    full: BenchTable
+    representative: list[str]
+    noise: NoiseFloor
+    aggregate: float
+
+
+def relative_spread(row_values: dict[str, float], metric: str) -> float:
+    """Run-to-run spread of the primary metric within the harness process (stddev / value)."""
+    columns = ("Forward TFLOPS", "Backward TFLOPS") if metric == C.METRIC_STEP else (metric,)
+    spreads = [
+        row_values.get(f"{column}_stddev", math.nan) / row_values[column]
+        for column in columns
+        if row_values.get(column, 0) > 0
+    ]
+    finite = [spread for spread in spreads if math.isfinite(spread)]
+    return max(finite, default=0.0)
+
+
+def choose_representative(
+    full: BenchTable, shapes: list[Shape], metric: str, count: int = DEFAULT_REPRESENTATIVE
+) -> list[str]:
+    """3-5 PASS shapes: the smallest and the largest work, a skewed load for grouped ops, then the
+    noisiest (HANDOFF.md: high-variance shapes are preferred); returned in target-shape order."""
+    rows = full.by_label()
+    passing = [s for s in shapes if rows[s.label].passed and math.isfinite(rows[s.label].metric(metric))]
+    if not passing:
+        raise CampaignError(
+            "no target shape passes Check at baseline: there is nothing to optimise against",
+            "fix correctness first (run the test command), then run `git campaign baseline` again",
+        )
+    count = max(3, min(count, 5))
+    chosen = {min(passing, key=Shape.work).label, max(passing, key=Shape.work).label}
+    by_spread = sorted(passing, key=lambda s: -relative_spread(rows[s.label].values, metric))
+    skewed = [s for s in by_spread if s.dist in SKEWED_DISTRIBUTIONS]
+    if skewed and not any(s.dist in SKEWED_DISTRIBUTIONS for s in passing if s.label in chosen):
+        chosen.add(skewed[0].label)
+    for shape in by_spread:
+        if len(chosen) >= count:
+            break
+        chosen.add(shape.label)
+    return [s.label for s in shapes if s.label in chosen]
+
+
+def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = None) -> BaselineResult:
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, campaign_name))
+    with g.campaign_lock(repo, campaign.name):
+        g.require_clean(repo, "run the baseline")
+        manifest = campaign.manifest()
+        if manifest.csv_header is not None:
+            raise CampaignError(
+                f"campaign {campaign.name} already has its baseline",
+                "start rounds with `git campaign round -m ...`",
+            )
+        g.checkout(repo, campaign.main_branch)
+        head = campaign.accepted_head()
+        shapes = manifest.shapes()
+        scratch = run_dir(repo, campaign.name, "baseline")
+        with worktrees(repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}) as trees:
+            full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
+            full = run_quick(trees[INCUMBENT], full_job, scratch / "full.csv")
+            representative = choose_representative(full, shapes, manifest.primary_metric)
+            by_label = {s.label: s for s in shapes}
+            quick_job = HarnessJob(
+                manifest.quick_command,
+                [by_label[label] for label in representative],
+                manifest.harness_timeout_s,
+                full.header,
+            )
+            aa_pairs = interleaved(trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False)
+        aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
+        noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
+        noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})
+        return _record(
+            campaign, manifest, head, full, aa_pairs[0].candidate, representative, noise, aa_samples
+        )
+
+
+def _record(
+    campaign: Campaign,
+    manifest: Manifest,
+    head: str,
+    full: BenchTable,
+    quick: BenchTable,
+    representative: list[str],
+    noise: NoiseFloor,
+    aa_samples: list[PairSample],
+) -> BaselineResult:
+    repo = campaign.repo
+    manifest.csv_header = full.header
+    manifest.csv_header_sha256 = sha256_bytes(full.header.encode())
+    manifest.representative_shapes = representative
+    manifest.noise_floor = noise
+    for path in manifest.protected_paths:
+        content = g.read_file_at(repo, head, path)
+        if content is None:
+            raise CampaignError(
+                f"protected path {path} is not committed on {campaign.main_branch}",
+                "run `git campaign prepare` (it copies the harness), or commit the file",
+            )
+        manifest.protected_paths[path] = sha256_bytes(content)
+    value = aggregate(full, manifest.primary_metric)
+    document = {
+        "campaign": campaign.name,
+        "round": 1,
+        "phase": verdict.PHASE_BASELINE,
+        "hypothesis": "baseline",
+        "decision": C.DECISION_BASELINE,
+        "reasons": [],
+        "primary_metric": manifest.primary_metric,
+        "aggregate": {"baseline": value, "quick": aggregate(quick, manifest.primary_metric, representative)},
+        "representative_shapes": representative,
+        "noise_floor": {"aggregate": noise.aggregate, "shapes": noise.shapes},
+        "aa_samples": [{"a": s.incumbent, "b": s.candidate} for s in aa_samples],
+        "shapes": {
+            row.label: {"check": row.check, "value": row.metric(manifest.primary_metric)} for row in full.rows
+        },
+        "environment": envinfo.fingerprint(),
+        "harness_sha256": {path: sha for path, sha in manifest.protected_paths.items()},
+        "csv_schema_sha256": manifest.csv_header_sha256,
+        "measured_commit": head,
+        "tree": repo.git.rev_parse(f"{head}^{{tree}}"),
+    }
+    message = (
+        f"campaign {campaign.name}: baseline (round 1)\n\n{manifest.primary_metric}: {value:.6g} (geomean of PASS shapes)\n"
+        f"Representative shapes: {', '.join(representative)}\nNoise floor (A/A): {100 * noise.aggregate:.2f}%\n"
+    )
+    commit = g.commit_files(
+        repo,
+        campaign.main_branch,
+        {manifest.path: manifest.to_yaml()},
+        message,
+        notes={C.NOTES_FULL: full.raw, C.NOTES_BENCH: quick.raw, C.NOTES_VERDICT: verdict.render(document)},
+    )
+    return BaselineResult(commit, full, representative, noise, value)

@@ -1,0 +1,171 @@
+"""DEFINE_TARGET: `git campaign init NAME` writes the manifest on a new `campaign/NAME/main`."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign.campaign import check_name
+from gitcampaign.errors import CampaignError
+from gitcampaign.manifest import Manifest, normalise_metric
+from gitcampaign.ops import OPS
+from gitcampaign.shapes import load_shapes
+from gitcampaign.verdict import now
+
+
+@dataclass
+class InitOptions:
+    name: str
+    op: str
+    backend: str = "triton"
+    metric: str | None = None
+    shapes: str = "tiny"
+    test_command: str | None = None
+    quick_command: str | None = None
+    benchmark_command: str | None = None
+    probe_command: str | None = None
+    kernel_source: str | None = None
+    protect: tuple[str, ...] = ()
+    max_iterations: int = 20
+    target: tuple[str, ...] = ()
+    gpu: str = "NVIDIA H200"
+    pairs: int = 3
+    min_gain: float = 0.01
+    timeout_s: int = 1800
+
+
+def configure_notes(repo_path: Path) -> None:
+    """Plain `git log` shows the campaign notes, and amend/rebase carry them along."""
+    repo = g.open_repo(repo_path)
+    g.config_add_once(repo, "notes.displayRef", C.NOTES_GLOB)
+    g.config_add_once(repo, "notes.rewriteRef", C.NOTES_GLOB)
+    g.config_set(repo, "notes.rewrite.amend", "true")
+    g.config_set(repo, "notes.rewrite.rebase", "true")
+
+
+def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
+    target: dict[str, float] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in ("speedup", "value", "efficiency", "peak"):
+            raise CampaignError(
+                f"--target {item!r} is not KEY=NUMBER",
+                "use speedup=1.2, value=800 or efficiency=0.8 with peak=989",
+            )
+        try:
+            target[key] = float(value)
+        except ValueError as exc:
+            raise CampaignError(
+                f"--target {item!r}: {value!r} is not a number", "write e.g. speedup=1.2"
+            ) from exc
+    if "efficiency" in target and "peak" not in target:
+        raise CampaignError(
+            "--target efficiency needs the hardware peak", "add --target peak=989 (TFLOP/s or GB/s)"
+        )
+    return target
+
+
+def protected_paths(
+    repo_root: Path, commands: list[str], harness: str | None, extra: tuple[str, ...]
+) -> list[str]:
+    """The harness, the op's tests, every repo file the test and quick commands name, and --protect."""
+    paths = [harness] if harness else []
+    for command in commands:
+        for token in shlex.split(command):
+            candidate = Path(token)
+            if not candidate.is_absolute() and (repo_root / candidate).is_file():
+                paths.append(candidate.as_posix())
+    for item in extra:
+        if not (repo_root / item).exists():
+            raise CampaignError(
+                f"--protect {item}: no such file in the repository", "pass a path relative to its root"
+            )
+        paths.append(Path(item).as_posix())
+    return sorted(set(paths))
+
+
+def init(repo_path: Path, options: InitOptions) -> str:
+    """Create the campaign; returns the commit that holds the manifest."""
+    name = check_name(options.name)
+    repo = g.open_repo(repo_path)
+    root = g.root(repo)
+    g.require_clean(repo, "start a campaign")
+    head = g.rev(repo, "HEAD")
+    if head is None:
+        raise CampaignError("the repository has no commit yet", "commit the kernel first, then run init")
+    main_ref = f"refs/heads/{C.main_branch(name)}"
+    if g.rev(repo, main_ref) is not None:
+        raise CampaignError(
+            f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
+        )
+    custom_harness = options.quick_command is not None
+    info = OPS.get(options.op)
+    if info is None and not custom_harness:
+        raise CampaignError(
+            f"no built-in harness for op {options.op!r}",
+            f"use one of {', '.join(OPS)}, or drive your own harness with --quick-command",
+        )
+    metric = (
+        normalise_metric(options.metric)
+        if options.metric
+        else (info.default_metric if info else C.METRIC_FORWARD)
+    )
+    shapes = load_shapes(options.shapes)
+    folder = C.campaign_dir(name)
+    harness = None if custom_harness else f"{folder}/{C.HARNESS_FILE}"
+    forward_only = " --forward-only" if metric == C.METRIC_FORWARD and not custom_harness else ""
+    quick_command = options.quick_command or f"python {harness}{forward_only}"
+    test_command = options.test_command or (f"python -m pytest -q {info.test_file}" if info else "")
+    probe = options.probe_command
+    if probe is None:
+        probe = (
+            ""
+            if custom_harness
+            else f"python {folder}/train_probe.py --op {options.op} --backend {options.backend}"
+        )
+    benchmark_command = options.benchmark_command or (
+        f"python benchmarks/full_bench.py --op {options.op} --shapes {options.shapes}" if info else ""
+    )
+    protected = protected_paths(root, [test_command, quick_command], harness, options.protect)
+    if not custom_harness:
+        protected = sorted({*protected, f"{folder}/train_probe.py"})
+    manifest = Manifest(
+        name=name,
+        target_op=options.op,
+        target_backend=options.backend,
+        target_lang="triton" if options.backend == "triton" else options.backend,
+        target_gpu=options.gpu,
+        execution_mode="repo",
+        project_skill="gitcampaign",
+        performance_target=_parse_target(options.target),
+        primary_metric=metric,
+        target_shapes=[shape.to_dict() for shape in shapes],
+        kernel_source=options.kernel_source or (info.kernel_source if info else ""),
+        test_command=test_command,
+        benchmark_command=benchmark_command,
+        quick_command=quick_command,
+        probe_command=probe,
+        representative_shapes=[],
+        git_commit=head,
+        git_branch=g.current_branch(repo) or "(detached)",
+        max_iterations=options.max_iterations,
+        created=now(),
+        min_gain=options.min_gain,
+        pairs=options.pairs,
+        harness_timeout_s=options.timeout_s,
+        protected_paths={path: None for path in protected},
+    )
+    commit = g.commit_files(
+        repo,
+        C.main_branch(name),
+        {manifest.path: manifest.to_yaml()},
+        f"campaign {name}: define target\n\nop {options.op}, backend {options.backend}, metric {metric}, "
+        f"{len(shapes)} target shapes ({options.shapes})\n",
+        create_from=head,
+    )
+    g.checkout(repo, C.main_branch(name))
+    configure_notes(root)
+    return commit

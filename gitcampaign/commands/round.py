@@ -1,0 +1,44 @@
+"""OPTIMIZE: `git campaign round -m HYPOTHESIS` opens `campaign/NAME/round-N` on the accepted head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitcampaign import git as g
+from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
+from gitcampaign.errors import CampaignError
+
+
+@dataclass
+class RoundResult:
+    number: int
+    branch: str
+    base: str
+
+
+def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> RoundResult:
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, campaign_name))
+    if not hypothesis.strip():
+        raise CampaignError(
+            "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
+        )
+    with g.campaign_lock(repo, campaign.name):
+        g.require_clean(repo, "open a round")
+        campaign.require_baseline()
+        _, rounds = campaign.lineage()
+        unfinished = [r for r in rounds if r.status in (STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)]
+        if unfinished:
+            current = unfinished[-1]
+            raise CampaignError(
+                f"round {current.number} is still {current.status}: one hypothesis at a time",
+                "finish it with `git campaign validate` (or `git campaign rollback`) first",
+            )
+        number = campaign.next_round_number()
+        branch = campaign.round_branch(number)
+        base = campaign.accepted_head()
+        g.update_ref(repo, f"refs/heads/{branch}", base, None, f"campaign: open round {number}")
+        g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
+        g.checkout(repo, branch)
+        return RoundResult(number, branch, base)

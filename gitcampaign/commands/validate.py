@@ -1,0 +1,370 @@
+"""VALIDATE: gates, an interleaved A/B measurement, a mechanical decision, notes, then ref moves.
+
+Order of effects: notes first, then refs (each a compare-and-swap), so a run killed anywhere leaves
+either nothing (it is simply run again) or a decision noted but not applied, which the next
+`validate` finishes ("pending" in `status`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from git import Repo
+
+from gitcampaign import constants as C
+from gitcampaign import envinfo, verdict
+from gitcampaign import git as g
+from gitcampaign.campaign import STATUS_OPEN, STATUS_PENDING, Campaign, Round, resolve
+from gitcampaign.decision import PairSample, decide, paired_stats
+from gitcampaign.errors import CampaignError
+from gitcampaign.lint import lint_source
+from gitcampaign.manifest import Manifest, sha256_bytes
+from gitcampaign.measure import (
+    CANDIDATE,
+    INCUMBENT,
+    HarnessJob,
+    PairResult,
+    interleaved,
+    run_dir,
+    run_logged,
+    samples,
+    worktrees,
+)
+from gitcampaign.results import aggregate
+
+PROBE_PAIRS = 2
+OVERFIT_LIMIT = 0.03  # a candidate this much slower in the training probe did not transfer
+
+
+@dataclass
+class ValidateResult:
+    round: int
+    commit: str
+    decision: str
+    reasons: list[str]
+    ratio: float
+    ci: tuple[float, float]
+    shapes: dict[str, dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    transfer: str | None = None
+    resumed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "commit": self.commit,
+            "decision": self.decision,
+            "reasons": self.reasons,
+            "ratio": _finite(self.ratio),
+            "ci": [_finite(bound) for bound in self.ci],
+            "shapes": self.shapes,
+            "notes": self.notes,
+            "transfer": self.transfer,
+            "resumed": self.resumed,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def current_round(campaign: Campaign) -> Round:
+    """The round to validate: the checked-out round branch, else the only unfinished one."""
+    _, rounds = campaign.lineage()
+    branch = g.current_branch(campaign.repo) or ""
+    prefix = f"campaign/{campaign.name}/round-"
+    if branch.startswith(prefix) and branch[len(prefix) :].isdigit():
+        number = int(branch[len(prefix) :])
+        return next(r for r in rounds if r.number == number)
+    unfinished = [r for r in rounds if r.status in (STATUS_OPEN, STATUS_PENDING)]
+    if not unfinished:
+        raise CampaignError(
+            f"campaign {campaign.name} has no round waiting for validation",
+            'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
+        )
+    return unfinished[-1]
+
+
+def check_round_shape(campaign: Campaign, number: int, commit: str | None, incumbent: str) -> str:
+    """A round is exactly one commit on top of the accepted head it started from."""
+    branch = campaign.round_branch(number)
+    if commit is None or commit == incumbent:
+        raise CampaignError(f"{branch} has no commit yet", "make the one change, `git commit`, then validate")
+    parent = g.parent(campaign.repo, commit)
+    if parent != incumbent:
+        if g.is_ancestor(campaign.repo, incumbent, commit):
+            raise CampaignError(
+                f"{branch} holds {g.count_commits(campaign.repo, incumbent, commit)} commits: a round is one change",
+                f"squash them: git reset --soft {campaign.main_branch} && git commit",
+            )
+        raise CampaignError(
+            f"{branch} does not start from the accepted head {incumbent[:12]} (main moved since the round began)",
+            f"rebase it: git rebase {campaign.main_branch} {branch}",
+        )
+    return commit
+
+
+def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> dict[str, list[str]]:
+    """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
+    protected = []
+    for path, digest in manifest.protected_paths.items():
+        content = g.read_file_at(repo, commit, path)
+        if content is None or sha256_bytes(content) != digest:
+            protected.append(path)
+    if g.read_file_at(repo, commit, manifest.path) != g.read_file_at(repo, incumbent, manifest.path):
+        protected.append(manifest.path)
+    static, suppressed = [], []
+    for path in g.changed_paths(repo, incumbent, commit):
+        content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
+        if content is None:
+            continue
+        for finding in lint_source(content.decode(errors="replace"), path):
+            text = f"{finding.path}:{finding.line}: {finding.rule} {finding.message}"
+            if finding.blocking:
+                static.append(text)
+            elif finding.suppressed_reason is not None:
+                suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
+    return {"protected_changed": protected, "static": static, "suppressed": suppressed}
+
+
+def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str, decision: str) -> None:
+    """Move refs for a noted decision; idempotent, so an interrupted run can be finished."""
+    repo = campaign.repo
+    main = campaign.main_ref
+    round_ref = f"refs/heads/{campaign.round_branch(number)}"
+    if decision in C.ACCEPTED:
+        if g.rev(repo, main) == incumbent:
+            g.update_ref(repo, main, commit, incumbent, f"campaign: accept round {number}")
+        g.checkout(repo, campaign.main_branch)
+        return
+    g.checkout(repo, campaign.main_branch)
+    pin = C.rejected_ref(campaign.name, number)
+    if g.rev(repo, pin) is None:
+        g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
+    if g.rev(repo, round_ref) == commit:
+        g.update_ref(repo, round_ref, incumbent, commit, f"campaign: reset rejected round {number}")
+
+
+def validate(
+    repo_path: Path,
+    campaign_name: str | None,
+    full: bool = False,
+    pairs: int | None = None,
+    probe: bool = True,
+    timeout_s: int | None = None,
+) -> ValidateResult:
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, campaign_name))
+    with g.campaign_lock(repo, campaign.name):
+        manifest = campaign.require_baseline()
+        incumbent = campaign.accepted_head()
+        current = current_round(campaign)
+        if current.status == STATUS_PENDING and current.decision is not None:
+            return _resume(campaign, current)
+        g.require_clean(repo, "validate")
+        commit = check_round_shape(
+            campaign, current.number, g.rev(repo, campaign.round_branch(current.number)), incumbent
+        )
+        hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
+        shapes = manifest.shapes() if full else manifest.representative()
+        labels = [shape.label for shape in shapes]
+        gates = gate_findings(repo, manifest, incumbent, commit)
+        started = verdict.now()
+        document: dict[str, Any] = {
+            "campaign": campaign.name,
+            "round": current.number,
+            "phase": verdict.PHASE_VALIDATE,
+            "hypothesis": hypothesis,
+            "validation": "full" if full else "quick",
+            "primary_metric": manifest.primary_metric,
+            "commit": commit,
+            "incumbent": incumbent,
+            "gates": gates,
+            "noise_floor": {
+                "aggregate": manifest.noise_floor.aggregate,
+                "shapes": manifest.noise_floor.shapes,
+            }
+            if manifest.noise_floor
+            else None,
+        }
+        reasons = ([C.REASON_HARNESS_CHANGED] if gates["protected_changed"] else []) + (
+            [C.REASON_STATIC_CHECK] if gates["static"] else []
+        )
+        result = ValidateResult(
+            current.number, commit, C.DECISION_REJECT, reasons, math.nan, (math.nan, math.nan), {}
+        )
+        bench_raw: bytes | None = None
+        if not reasons:
+            bench_raw = _measure(
+                campaign,
+                manifest,
+                incumbent,
+                commit,
+                shapes,
+                labels,
+                pairs,
+                timeout_s,
+                full,
+                probe,
+                result,
+                document,
+            )
+        document.update(
+            decision=result.decision,
+            reasons=result.reasons,
+            notes=result.notes,
+            ratio=_finite(result.ratio),
+            ci=[_finite(bound) for bound in result.ci],
+            shapes=result.shapes,
+            transfer=result.transfer,
+            environment=envinfo.fingerprint(),
+            harness_sha256=dict(manifest.protected_paths),
+            csv_schema_sha256=manifest.csv_header_sha256,
+            tree=repo.git.rev_parse(f"{commit}^{{tree}}"),
+            started=started,
+            finished=verdict.now(),
+        )
+        if bench_raw is not None:
+            verdict.write_csv_note(repo, C.NOTES_FULL if full else C.NOTES_BENCH, commit, bench_raw)
+        verdict.append(repo, commit, document)
+        apply_decision(campaign, current.number, commit, incumbent, result.decision)
+        return result
+
+
+def _hypothesis_from_message(message: str) -> str:
+    for line in message.splitlines():
+        if line.lower().startswith("hypothesis:"):
+            return line.split(":", 1)[1].strip()
+    return message.splitlines()[0] if message else ""
+
+
+def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
+    standing = pending.decision or {}
+    assert pending.commit is not None
+    apply_decision(
+        campaign, pending.number, pending.commit, str(standing["incumbent"]), str(standing["decision"])
+    )
+    ci = standing.get("ci") or [None, None]
+    return ValidateResult(
+        pending.number,
+        pending.commit,
+        str(standing["decision"]),
+        list(standing.get("reasons", [])),
+        standing.get("ratio") or math.nan,
+        (ci[0] or math.nan, ci[1] or math.nan),
+        dict(standing.get("shapes", {})),
+        list(standing.get("notes", [])) + ["resumed: the decision was noted by an interrupted run"],
+        standing.get("transfer"),
+        resumed=True,
+    )
+
+
+def _measure(
+    campaign: Campaign,
+    manifest: Manifest,
+    incumbent: str,
+    commit: str,
+    shapes: list,
+    labels: list[str],
+    pairs: int | None,
+    timeout_s: int | None,
+    full: bool,
+    probe: bool,
+    result: ValidateResult,
+    document: dict[str, Any],
+) -> bytes:
+    """Measure sessions until the rules decide; fills `result`, returns the candidate CSV to note."""
+    metric = manifest.primary_metric
+    job = HarnessJob(
+        manifest.quick_command, shapes, timeout_s or manifest.harness_timeout_s, manifest.csv_header
+    )
+    scratch = run_dir(campaign.repo, campaign.name, f"round-{result.round}")
+    all_samples: list[PairSample] = []
+    first: PairResult | None = None
+    with worktrees(campaign.repo, campaign.name, {INCUMBENT: incumbent, CANDIDATE: commit}) as trees:
+        session = 0
+        while True:
+            session += 1
+            pair_results = interleaved(
+                trees, job, pairs or manifest.pairs, scratch / f"s{session}", stop_on_failure=True
+            )
+            first = first or pair_results[0]
+            failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
+            if failing:
+                result.reasons = [C.REASON_CHECK_FAILED]
+                result.notes = [f"{row.label}: {row.check}" for row in failing]
+                result.shapes = {row.label: {"check": row.check} for row in pair_results[-1].candidate.rows}
+                return pair_results[-1].candidate.raw
+            all_samples += samples(pair_results, metric, labels, session)
+            stats = paired_stats(all_samples, labels)
+            noise = manifest.noise_floor
+            assert noise is not None
+            outcome = decide(stats, metric, noise.aggregate, noise.shapes, manifest.min_gain, session)
+            if outcome.decision is not None:
+                break
+        result.decision, result.reasons, result.notes = outcome.decision, outcome.reasons, outcome.notes
+        result.ratio, result.ci = stats.ratio, stats.ci
+        result.shapes = {
+            label: {
+                "check": C.CHECK_PASS,
+                "ratio": round(stats.shape_ratios[label], 6),
+                "candidate": statistics.median(s.candidate[label] for s in all_samples),
+                "incumbent": statistics.median(s.incumbent[label] for s in all_samples),
+            }
+            for label in labels
+        }
+        document["sessions"] = session
+        document["pairs"] = len(all_samples)
+        document["aggregate"] = {
+            "candidate": aggregate(first.candidate, metric, labels),
+            "incumbent": aggregate(first.incumbent, metric, labels) if first.incumbent else None,
+        }
+        document["samples"] = [
+            {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in all_samples
+        ]
+        if probe and manifest.probe_command and result.decision in C.ACCEPTED:
+            _probe(trees, manifest, scratch, result, document)
+    return first.candidate.raw
+
+
+def _probe(
+    trees: dict[str, Path],
+    manifest: Manifest,
+    scratch: Path,
+    result: ValidateResult,
+    document: dict[str, Any],
+) -> None:
+    """Training-step transfer: a few optimiser steps on the op, incumbent and candidate interleaved."""
+    medians: dict[str, list[float]] = {INCUMBENT: [], CANDIDATE: []}
+    for index in range(PROBE_PAIRS):
+        for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
+            out = scratch / f"probe{index}-{role}.json"
+            code = run_logged(
+                f"{manifest.probe_command} --json {out}",
+                trees[role],
+                out.with_suffix(".log"),
+                manifest.harness_timeout_s,
+                "training probe",
+            )
+            if code != 0 or not out.exists():
+                raise CampaignError(
+                    f"the training probe exited {code} in the {role} worktree; nothing was recorded",
+                    f"run `{manifest.probe_command} --json /tmp/p.json` by hand, or validate with --no-probe",
+                )
+            medians[role].append(float(json.loads(out.read_text())["median_ms"]))
+    speedup = statistics.median(medians[INCUMBENT]) / statistics.median(medians[CANDIDATE])
+    if speedup >= 1.0:
+        result.transfer = "ACCEPT-as-real"
+    elif speedup >= 1.0 - OVERFIT_LIMIT:
+        result.transfer = "ACCEPT-with-asterisk"
+    else:
+        result.transfer = "REJECT-as-overfit"
+        result.notes.append(
+            f"the training probe ran {100 * (1 - speedup):.1f}% slower: the gain did not transfer"
+        )
+    document["probe"] = {"step_ms": medians, "speedup": round(speedup, 6)}

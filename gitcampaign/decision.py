@@ -1,0 +1,197 @@
+"""The decision contract (DESIGN.md section 5): paired statistics and mechanical rules.
+
+Candidate and incumbent run interleaved, process by process; each pair of processes gives one log
+ratio per shape. The aggregate ratio is the geometric mean over shapes, its 95% interval a Student-t
+interval over pairs. The noise floor comes from an A/A measurement at BASELINE.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from gitcampaign import constants as C
+
+# Two-sided 95% Student-t quantiles by degrees of freedom; the normal quantile beyond 30.
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    21: 2.080,
+    22: 2.074,
+    23: 2.069,
+    24: 2.064,
+    25: 2.060,
+    26: 2.056,
+    27: 2.052,
+    28: 2.048,
+    29: 2.045,
+    30: 2.042,
+}
+REGRESSION_LIMIT = 0.05  # a representative shape 5% or more slower rejects (HANDOFF.md)
+NEAR_NOISE_GAIN = 0.02  # gains under 2% need three measurements that agree (HANDOFF.md)
+NEAR_NOISE_SESSIONS = 3
+MAX_SESSIONS = 3
+NOTE_FLOOR = 0.005  # a shape "fell" only when it lost more than its noise and at least 0.5%
+
+
+@dataclass(frozen=True)
+class PairSample:
+    """One incumbent process and one candidate process: primary metric per shape label."""
+
+    incumbent: dict[str, float]
+    candidate: dict[str, float]
+    session: int = 0
+
+
+@dataclass
+class PairedStats:
+    ratio: float
+    ci: tuple[float, float]
+    shape_ratios: dict[str, float]
+    pairs: int
+    session_gains: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    """`decision` is None when the result is inconclusive and another measurement is due."""
+
+    decision: str | None
+    reasons: list[str]
+    notes: list[str]
+
+
+def t975(degrees: int) -> float:
+    return _T975.get(degrees, 1.960) if degrees >= 1 else math.inf
+
+
+def _log_ratios(sample: PairSample, labels: list[str]) -> dict[str, float]:
+    ratios = {}
+    for label in labels:
+        inc, cand = sample.incumbent.get(label, math.nan), sample.candidate.get(label, math.nan)
+        ratios[label] = math.log(cand / inc) if inc > 0 and cand > 0 else math.nan
+    return ratios
+
+
+def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
+    """Aggregate ratio candidate/incumbent with a 95% interval; NaN anywhere makes it NaN."""
+    per_pair = [_log_ratios(sample, labels) for sample in samples]
+    aggregate_logs = [sum(logs.values()) / len(logs) for logs in per_pair]
+    mean_log = sum(aggregate_logs) / len(aggregate_logs)
+    if len(aggregate_logs) > 1:
+        half = (
+            t975(len(aggregate_logs) - 1) * statistics.stdev(aggregate_logs) / math.sqrt(len(aggregate_logs))
+        )
+    else:
+        half = math.inf
+    shape_ratios = {
+        label: math.exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels
+    }
+    sessions = sorted({sample.session for sample in samples})
+    session_gains = [
+        math.exp(
+            statistics.fmean(log for log, s in zip(aggregate_logs, samples, strict=True) if s.session == k)
+        )
+        - 1
+        for k in sessions
+    ]
+    return PairedStats(
+        ratio=math.exp(mean_log),
+        ci=(math.exp(mean_log - half), math.exp(mean_log + half)),
+        shape_ratios=shape_ratios,
+        pairs=len(samples),
+        session_gains=session_gains,
+    )
+
+
+def noise_floor(samples: list[PairSample], labels: list[str]) -> tuple[float, dict[str, float]]:
+    """From an A/A measurement: |mean| + stddev of the per-pair ratio, aggregate and per shape.
+
+    That is how far one pair of processes of the same code typically lands from 1.
+    """
+    per_pair = [_log_ratios(sample, labels) for sample in samples]
+
+    def spread(logs: list[float]) -> float:
+        if any(math.isnan(log) for log in logs):
+            return math.nan
+        deviation = statistics.pstdev(logs) if len(logs) > 1 else 0.0
+        return math.exp(abs(statistics.fmean(logs)) + deviation) - 1
+
+    aggregate_logs = [sum(logs.values()) / len(logs) for logs in per_pair]
+    return spread(aggregate_logs), {label: spread([logs[label] for logs in per_pair]) for label in labels}
+
+
+def regression_threshold(metric: str) -> float:
+    """Shape ratio at or below which a shape counts as regressed; on step time for the combined metric."""
+    if metric == C.METRIC_STEP:
+        return 1.0 / (1.0 + REGRESSION_LIMIT)
+    return 1.0 - REGRESSION_LIMIT
+
+
+def decide(
+    stats: PairedStats,
+    metric: str,
+    noise_aggregate: float,
+    noise_shapes: dict[str, float],
+    min_gain: float,
+    sessions_done: int,
+    max_sessions: int = MAX_SESSIONS,
+) -> Outcome:
+    """Apply the speed rules; the correctness and integrity gates are applied before this."""
+    if not all(math.isfinite(value) for value in (stats.ratio, *stats.shape_ratios.values())):
+        return Outcome(C.DECISION_REJECT, [C.REASON_CHECK_FAILED], ["a metric is NaN or not positive"])
+    limit = regression_threshold(metric)
+    regressed = {label: r for label, r in stats.shape_ratios.items() if r <= limit}
+    if regressed:
+        shown = ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in regressed.items())
+        return Outcome(C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION], [f"regressed: {shown}"])
+    if stats.ratio <= 1.0:
+        return Outcome(
+            C.DECISION_REJECT, [C.REASON_NOT_FASTER], [f"aggregate {100 * (stats.ratio - 1):+.2f}%"]
+        )
+    required = max(noise_aggregate if math.isfinite(noise_aggregate) else 0.0, min_gain)
+    gain = stats.ratio - 1.0
+    notes = [f"gain {100 * gain:+.2f}%, needs > {100 * required:.2f}% with the interval above 1"]
+    if stats.ci[1] < 1.0 + required:
+        return Outcome(C.DECISION_REJECT, [C.REASON_WITHIN_NOISE], notes + ["the whole interval is under it"])
+    conclusive = stats.ci[0] > 1.0 and gain >= required
+    if conclusive and gain < NEAR_NOISE_GAIN:
+        if sessions_done < NEAR_NOISE_SESSIONS:
+            return Outcome(None, [], notes + ["gain under 2%: measuring again"])
+        gains = stats.session_gains
+        mean_gain = statistics.fmean(gains)
+        spread = statistics.stdev(gains) if len(gains) > 1 else math.inf
+        conclusive = mean_gain > min_gain and spread < mean_gain / 2
+        notes.append(f"near noise: session gains {[round(100 * g, 2) for g in gains]}%")
+    if not conclusive:
+        if sessions_done < max_sessions:
+            return Outcome(None, [], notes + ["inconclusive: measuring again"])
+        return Outcome(C.DECISION_REJECT, [C.REASON_WITHIN_NOISE], notes)
+    fell = {
+        label: r
+        for label, r in stats.shape_ratios.items()
+        if r < 1.0 - max(noise_shapes.get(label, 0.0), NOTE_FLOOR)
+    }
+    if fell:
+        shown = ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in fell.items())
+        return Outcome(C.DECISION_ACCEPT_WITH_NOTE, [], notes + [f"slower shapes (under 5%): {shown}"])
+    return Outcome(C.DECISION_ACCEPT, [], notes)

@@ -1,0 +1,79 @@
+"""The environment fingerprint recorded with every verdict, read in a child process.
+
+The tool itself never imports torch (its bookkeeping stays fast); the probe runs under the same
+interpreter that runs the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+_PROBE = r"""
+import importlib.metadata as md, json, sys
+info = {"python": sys.version.split()[0]}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda or "none"
+    info["gpu_count"] = torch.cuda.device_count()
+    info["gpu"] = torch.cuda.get_device_name(0) if info["gpu_count"] else "none (CPU)"
+except Exception as exc:
+    info["torch"] = f"unavailable ({exc.__class__.__name__})"
+try:
+    import triton
+    info["triton"] = triton.__version__
+except Exception as exc:
+    info["triton"] = f"unavailable ({exc.__class__.__name__})"
+try:
+    dist = md.distribution("gitcampaign")
+    direct = dist.read_text("direct_url.json") or "{}"
+    info["editable_install"] = bool(json.loads(direct).get("dir_info", {}).get("editable", False))
+except md.PackageNotFoundError:
+    info["editable_install"] = False
+print(json.dumps(info))
+"""
+
+
+def tool_env(cwd: Path | None = None) -> dict[str, str]:
+    """The environment for child commands: `python` resolves to the interpreter running the tool."""
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def fingerprint(timeout_s: float = 120.0) -> dict[str, object]:
+    """GPU, driver, CUDA, torch, triton, python, git: what a verdict must name to be reproducible."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s, env=tool_env()
+        ).stdout
+        info: dict[str, object] = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+    except (subprocess.TimeoutExpired, json.JSONDecodeError):
+        info = {"torch": "probe failed"}
+    info["driver"] = _driver_version()
+    info["platform"] = platform.platform()
+    info["git"] = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return info
+
+
+def _driver_version() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "none"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except subprocess.TimeoutExpired:
+        return "nvidia-smi timed out"
+    return out.strip().splitlines()[0] if out.strip() else "unknown"

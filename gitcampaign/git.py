@@ -1,0 +1,386 @@
+"""All git access: GitPython's `Repo` and `repo.git`, outcomes decided from exit codes.
+
+Ref moves are compare-and-swap (`update-ref REF NEW OLD`); notes are written verbatim (a blob, then
+`git notes add -C`) and read back byte for byte (GitPython strips command output unless told not to).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import git
+from git import Repo
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from gitcampaign.errors import CampaignError
+
+ZERO_SHA = "0" * 40
+
+
+def open_repo(path: Path | str = ".") -> Repo:
+    try:
+        return Repo(path, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError) as exc:
+        raise CampaignError(
+            f"{path} is not inside a git repository", "run `git init` first, or cd into one"
+        ) from exc
+
+
+def root(repo: Repo) -> Path:
+    if repo.working_tree_dir is None:
+        raise CampaignError("this is a bare repository", "run git campaign inside a checkout")
+    return Path(repo.working_tree_dir)
+
+
+def common_dir(repo: Repo) -> Path:
+    """The git dir shared by all worktrees (locks and scratch state live here)."""
+    return Path(repo.common_dir)
+
+
+def rev(repo: Repo, name: str) -> str | None:
+    """The commit `name` points to, or None (`rev-parse --verify -q`, decided by exit code)."""
+    try:
+        return repo.git.rev_parse("--verify", "-q", f"{name}^{{commit}}")
+    except GitCommandError:
+        return None
+
+
+def is_ancestor(repo: Repo, ancestor: str, descendant: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", ancestor, descendant)
+    except GitCommandError as exc:
+        if exc.status == 1:
+            return False
+        raise
+    return True
+
+
+def count_commits(repo: Repo, exclude: str, include: str) -> int:
+    return int(repo.git.rev_list("--count", f"{exclude}..{include}"))
+
+
+def parent(repo: Repo, commit: str) -> str | None:
+    return rev(repo, f"{commit}^")
+
+
+def current_branch(repo: Repo) -> str | None:
+    """The checked-out branch name, or None on a detached HEAD."""
+    try:
+        return repo.git.symbolic_ref("-q", "--short", "HEAD")
+    except GitCommandError:
+        return None
+
+
+def head_ref_name(repo: Repo) -> str | None:
+    try:
+        return repo.git.symbolic_ref("-q", "HEAD")
+    except GitCommandError:
+        return None
+
+
+def dirty_paths(repo: Repo) -> list[str]:
+    """Tracked files with staged or unstaged changes (untracked files do not count)."""
+    out = repo.git.status("--porcelain", "--untracked-files=no", strip_newline_in_stdout=False)
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def require_clean(repo: Repo, action: str) -> None:
+    dirty = dirty_paths(repo)
+    if dirty:
+        shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        raise CampaignError(
+            f"cannot {action}: the working tree has uncommitted changes to tracked files ({shown})",
+            "commit them (`git commit`) or set them aside (`git stash`), then run the command again",
+        )
+
+
+def update_ref(repo: Repo, ref: str, new: str, old: str | None, message: str) -> None:
+    """Move `ref` from `old` (None: it must not exist yet) to `new`, atomically, or fail."""
+    try:
+        repo.git.update_ref("-m", message, ref, new, old or ZERO_SHA)
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"{ref} moved while this command ran (expected {old or 'no ref'}): {exc.stderr.strip()}",
+            "another command changed the campaign; run `git campaign status` and retry",
+        ) from exc
+
+
+def delete_ref(repo: Repo, ref: str, old: str) -> None:
+    try:
+        repo.git.update_ref("-d", ref, old)
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"{ref} moved while this command ran", "run `git campaign status` and retry"
+        ) from exc
+
+
+def refs_under(repo: Repo, prefix: str) -> dict[str, str]:
+    """{refname: commit} for every ref below `prefix` (one for-each-ref call)."""
+    out = repo.git.for_each_ref("--format=%(refname) %(objectname)", prefix)
+    pairs = (line.split(" ", 1) for line in out.splitlines() if line)
+    return {name: sha for name, sha in pairs}
+
+
+def checkout(repo: Repo, branch: str) -> None:
+    repo.git.checkout("-q", branch)
+
+
+def config_get(repo: Repo, key: str) -> str | None:
+    try:
+        return repo.git.config("--get", key)
+    except GitCommandError:
+        return None
+
+
+def config_set(repo: Repo, key: str, value: str) -> None:
+    repo.git.config(key, value)
+
+
+def config_add_once(repo: Repo, key: str, value: str) -> None:
+    """Add a multi-valued config entry unless it is already there."""
+    try:
+        values = repo.git.config("--get-all", key).splitlines()
+    except GitCommandError:
+        values = []
+    if value not in values:
+        repo.git.config("--add", key, value)
+
+
+# -- objects and notes ------------------------------------------------------------------------------
+
+
+def write_blob(repo: Repo, content: bytes) -> str:
+    return (
+        subprocess.run(
+            ["git", "-C", str(root(repo)), "hash-object", "-w", "--stdin"],
+            input=content,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+
+
+def read_blob(repo: Repo, sha: str) -> bytes:
+    return repo.odb.stream(bytes.fromhex(sha)).read()
+
+
+def read_file_at(repo: Repo, commit: str, path: str) -> bytes | None:
+    blob = rev_blob(repo, commit, path)
+    return None if blob is None else read_blob(repo, blob)
+
+
+def rev_blob(repo: Repo, commit: str, path: str) -> str | None:
+    try:
+        return repo.git.rev_parse("--verify", "-q", f"{commit}:{path}")
+    except GitCommandError:
+        return None
+
+
+def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
+    """{annotated commit: note blob} for a whole notes ref, in one command."""
+    if rev_any(repo, notes_ref) is None:
+        return {}
+    out = repo.git.notes("--ref", notes_ref, "list")
+    pairs = (line.split() for line in out.splitlines() if line)
+    return {commit: blob for blob, commit in pairs}
+
+
+def rev_any(repo: Repo, name: str) -> str | None:
+    try:
+        return repo.git.rev_parse("--verify", "-q", name)
+    except GitCommandError:
+        return None
+
+
+def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
+    """The note's bytes exactly as written, or None."""
+    if rev_any(repo, notes_ref) is None:
+        return None
+    try:
+        blob = repo.git.notes("--ref", notes_ref, "list", commit)
+    except GitCommandError:
+        return None
+    return read_blob(repo, blob.strip())
+
+
+def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> None:
+    """Attach `content` verbatim (blob + `notes add -C`); refuses to overwrite unless `replace`."""
+    blob = write_blob(repo, content)
+    args = ["--ref", notes_ref, "add", "-C", blob]
+    if replace:
+        args.append("-f")
+    repo.git.notes(*args, commit)
+
+
+# -- commits without touching the user's index ------------------------------------------------------
+
+
+def commit_files(
+    repo: Repo,
+    branch: str,
+    files: dict[str, bytes],
+    message: str,
+    notes: dict[str, bytes] | None = None,
+    create_from: str | None = None,
+) -> str:
+    """Commit `files` on top of `branch` and move it (compare-and-swap); returns the new commit.
+
+    The tree is built in a temporary index so the user's index is never half-written; notes are
+    attached before the ref moves. When `branch` is checked out, the files are written to the work
+    tree too and the index refreshed, so the checkout ends clean. With `create_from`, the branch
+    must not exist yet and is created pointing at the new commit (whose parent is `create_from`).
+    """
+    ref = f"refs/heads/{branch}"
+    old = rev(repo, ref)
+    if create_from is not None and old is not None:
+        raise CampaignError(
+            f"branch {branch} already exists", f"pick another name, or `git checkout {branch}`"
+        )
+    base = create_from or old
+    if base is None:
+        raise CampaignError(f"branch {branch} does not exist", "run `git campaign init` first")
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as scratch:
+        env["GIT_INDEX_FILE"] = str(Path(scratch) / "index")
+        run = _git_runner(repo, env)
+        run("read-tree", base)
+        for path, content in files.items():
+            blob = write_blob(repo, content)
+            run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+        tree = run("write-tree")
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(root(repo)), "commit-tree", tree, "-p", base, "-F", "-"],
+            input=message.encode(),
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    for notes_ref, content in (notes or {}).items():
+        write_note(repo, notes_ref, commit, content)
+    checked_out = head_ref_name(repo) == ref
+    if checked_out:
+        for path, content in files.items():
+            target = root(repo) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+    update_ref(repo, ref, commit, old, f"campaign: {message.splitlines()[0]}")
+    if checked_out:
+        repo.git.reset("-q")
+    return commit
+
+
+def commit_tree(repo: Repo, tree: str, parent: str, message: str) -> str:
+    """A commit object (no ref moves); the message is passed verbatim on stdin."""
+    return (
+        subprocess.run(
+            ["git", "-C", str(root(repo)), "commit-tree", tree, "-p", parent, "-F", "-"],
+            input=message.encode(),
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+
+
+def _git_runner(repo: Repo, env: dict[str, str]):  # noqa: ANN202 - a small closure
+    def run(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root(repo)), *args], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    return run
+
+
+def changed_paths(repo: Repo, old: str, new: str) -> list[str]:
+    out = repo.git.diff("--name-only", "--no-renames", old, new)
+    return [line for line in out.splitlines() if line]
+
+
+def diff_stat(repo: Repo, old: str, new: str) -> str:
+    return repo.git.diff("--stat", old, new)
+
+
+def commit_message(repo: Repo, commit: str) -> str:
+    return repo.git.log("-1", "--format=%B", commit)
+
+
+def commit_subject_and_time(repo: Repo, commits: list[str]) -> dict[str, tuple[str, str]]:
+    """{commit: (subject, ISO date)} for many commits in one command."""
+    if not commits:
+        return {}
+    out = repo.git.log("--no-walk=unsorted", "--format=%H%x00%s%x00%cI", *commits)
+    result = {}
+    for line in out.splitlines():
+        sha, subject, when = line.split("\x00")
+        result[sha] = (subject, when)
+    return result
+
+
+def first_parent_chain(repo: Repo, tip: str) -> list[str]:
+    """Commits from the root to `tip` along first parents (oldest first)."""
+    return repo.git.rev_list("--first-parent", "--reverse", tip).split()
+
+
+# -- worktrees --------------------------------------------------------------------------------------
+
+
+def add_worktree(repo: Repo, path: Path, commit: str) -> None:
+    """A detached worktree of `commit` at `path`, replacing a stale one left by a killed run."""
+    remove_worktree(repo, path)
+    repo.git.worktree("add", "--detach", "-f", str(path), commit)
+
+
+def remove_worktree(repo: Repo, path: Path) -> None:
+    if path.exists():
+        try:
+            repo.git.worktree("remove", "--force", str(path))
+        except GitCommandError:
+            shutil.rmtree(path, ignore_errors=True)
+    repo.git.worktree("prune")
+
+
+# -- locking ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
+    """One mutating command per campaign; released by the OS even when the process is killed."""
+    lock_dir = common_dir(repo) / "campaign"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_path = lock_dir / f"{campaign.replace('/', '_')}.lock"
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise CampaignError(
+                f"campaign {campaign} is busy: {holder} is running a command on it",
+                "wait for it to finish (or stop it), then run the command again",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def git_version() -> str:
+    return ".".join(str(part) for part in git.Git().version_info)

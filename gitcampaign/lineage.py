@@ -1,0 +1,100 @@
+"""The lineage table: each round's status, decision, effect and key per-shape deltas, from notes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from gitcampaign import constants as C
+from gitcampaign.campaign import STATUS_ACCEPTED, Campaign, Round
+
+
+@dataclass
+class LineageRow:
+    round: int
+    status: str
+    decision: str
+    hypothesis: str
+    metric: float | None
+    vs_baseline: float | None
+    key_deltas: str
+    transfer: str | None
+    commit: str | None
+
+
+def _cumulative(rounds: list[Round]) -> dict[int, float]:
+    """Speedup over the baseline after each round, as the product of paired ratios of accepted rounds
+    (paired ratios are robust to drift between days; absolute numbers of different runs are not)."""
+    level, result = 1.0, {}
+    for entry in rounds:
+        decision = entry.decision
+        ratio = decision.get("ratio") if decision else None
+        if entry.status == STATUS_ACCEPTED and isinstance(ratio, (int, float)):
+            level *= ratio
+            result[entry.number] = level
+        elif isinstance(ratio, (int, float)):
+            result[entry.number] = level * ratio
+    return result
+
+
+def _key_deltas(decision: dict[str, Any] | None, top: int = 2) -> str:
+    shapes = (decision or {}).get("shapes") or {}
+    ratios = [(label, v["ratio"]) for label, v in shapes.items() if isinstance(v.get("ratio"), (int, float))]
+    ratios.sort(key=lambda item: -abs(item[1] - 1))
+    if not ratios:
+        failing = [label for label, v in shapes.items() if v.get("check") not in (None, C.CHECK_PASS)]
+        return ("FAIL: " + ", ".join(failing)) if failing else ""
+    return ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in ratios[:top])
+
+
+def lineage_rows(campaign: Campaign) -> tuple[dict[str, Any], list[LineageRow]]:
+    baseline_docs, rounds = campaign.lineage()
+    baseline = baseline_docs[0] if baseline_docs else {}
+    levels = _cumulative(rounds)
+    quick_base = (baseline.get("aggregate") or {}).get("quick")
+    rows = (
+        [LineageRow(1, "baseline", C.DECISION_BASELINE, "baseline", quick_base, 1.0, "", None, None)]
+        if baseline
+        else []
+    )
+    for entry in rounds:
+        decision = entry.decision or {}
+        level = levels.get(entry.number)
+        rows.append(
+            LineageRow(
+                entry.number,
+                entry.status,
+                str(decision.get("decision", "")),
+                entry.hypothesis,
+                quick_base * level if quick_base and level else None,
+                level,
+                _key_deltas(decision),
+                decision.get("transfer"),
+                entry.commit,
+            )
+        )
+    return baseline, rows
+
+
+def log_table(rows: list[LineageRow], metric: str) -> str:
+    def fmt(value: float | None, spec: str) -> str:
+        return "" if value is None or not math.isfinite(value) else format(value, spec)
+
+    return tabulate(
+        [
+            [
+                row.round,
+                row.status,
+                row.decision,
+                (row.hypothesis[:48] + "...") if len(row.hypothesis) > 51 else row.hypothesis,
+                fmt(row.metric, ".4g"),
+                fmt(row.vs_baseline, ".3f") + ("x" if row.vs_baseline else ""),
+                row.key_deltas,
+            ]
+            for row in rows
+        ],
+        headers=["round", "status", "decision", "hypothesis", metric, "vs baseline", "key per-shape deltas"],
+    )

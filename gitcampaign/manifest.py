@@ -1,0 +1,182 @@
+"""The campaign manifest (`campaigns/NAME/manifest.yaml`, DESIGN.md section 3).
+
+The loop's fields, all present, plus what BASELINE freezes: the CSV header and its sha256, the
+protected paths with their sha256, the noise floor and the representative shapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import yaml
+
+from gitcampaign import constants as C
+from gitcampaign.errors import CampaignError
+from gitcampaign.shapes import Shape, shapes_from_data
+
+MANIFEST_FORMAT = 1
+
+
+@dataclass
+class NoiseFloor:
+    """Half-width of the A/A ratio interval measured at BASELINE, as a fraction (0.01 = 1%)."""
+
+    aggregate: float
+    shapes: dict[str, float]
+
+
+@dataclass
+class Manifest:
+    name: str
+    target_op: str
+    target_backend: str
+    target_lang: str
+    target_gpu: str
+    execution_mode: str
+    project_skill: str
+    performance_target: dict[str, float]
+    primary_metric: str
+    target_shapes: list[dict[str, Any]]
+    kernel_source: str
+    test_command: str
+    benchmark_command: str
+    quick_command: str
+    probe_command: str
+    representative_shapes: list[str]
+    git_commit: str
+    git_branch: str
+    max_iterations: int
+    created: str
+    min_gain: float = 0.01
+    pairs: int = 3
+    harness_timeout_s: int = 1800
+    csv_header: str | None = None
+    csv_header_sha256: str | None = None
+    protected_paths: dict[str, str | None] = field(default_factory=dict)
+    noise_floor: NoiseFloor | None = None
+    format: int = MANIFEST_FORMAT
+
+    @property
+    def path(self) -> str:
+        return f"{C.campaign_dir(self.name)}/{C.MANIFEST_FILE}"
+
+    def shapes(self) -> list[Shape]:
+        return shapes_from_data(self.target_shapes, f"{self.path}: target_shapes")
+
+    def representative(self) -> list[Shape]:
+        by_label = {shape.label: shape for shape in self.shapes()}
+        return [by_label[label] for label in self.representative_shapes]
+
+    def to_yaml(self) -> bytes:
+        return yaml.safe_dump(asdict(self), sort_keys=False, width=120).encode()
+
+
+def sha256_bytes(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "target_op": str,
+    "target_backend": str,
+    "target_lang": str,
+    "target_gpu": str,
+    "execution_mode": str,
+    "project_skill": str,
+    "performance_target": dict,
+    "primary_metric": str,
+    "target_shapes": list,
+    "kernel_source": str,
+    "test_command": str,
+    "benchmark_command": str,
+    "quick_command": str,
+    "probe_command": str,
+    "representative_shapes": list,
+    "git_commit": str,
+    "git_branch": str,
+    "max_iterations": int,
+    "created": str,
+    "min_gain": (int, float),
+    "pairs": int,
+    "harness_timeout_s": int,
+    "csv_header": (str, type(None)),
+    "csv_header_sha256": (str, type(None)),
+    "protected_paths": dict,
+    "noise_floor": (dict, type(None)),
+    "format": int,
+}
+
+
+def parse_manifest(text: bytes | str, source: str) -> Manifest:
+    """Parse and validate; every error names the field and how to fix it."""
+    hint = f"fix {source} by hand, or restore it with `git checkout -- {source}`"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CampaignError(f"{source} is not valid YAML: {exc}", hint) from exc
+    if not isinstance(data, dict):
+        raise CampaignError(f"{source} is not a YAML mapping", hint)
+    names = {f.name for f in fields(Manifest)}
+    missing = [name for name in _TYPES if name not in data and _required(name)]
+    if missing:
+        raise CampaignError(f"{source}: missing field(s) {', '.join(missing)}", hint)
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise CampaignError(f"{source}: unknown field(s) {', '.join(unknown)}", hint)
+    for name, expected in _TYPES.items():
+        if name in data and (not isinstance(data[name], expected) or isinstance(data[name], bool)):
+            raise CampaignError(
+                f"{source}: field {name!r} is {type(data[name]).__name__}, expected {_type_name(expected)}",
+                hint,
+            )
+    if data["format"] != MANIFEST_FORMAT:
+        raise CampaignError(
+            f"{source}: format {data['format']} is not {MANIFEST_FORMAT}", "upgrade gitcampaign"
+        )
+    if data["primary_metric"] not in (C.METRIC_FORWARD, C.METRIC_STEP, C.METRIC_GBS, C.METRIC_BWD_GBS):
+        raise CampaignError(f"{source}: primary_metric {data['primary_metric']!r} is unknown", hint)
+    if data["pairs"] < 1 or data["max_iterations"] < 1:
+        raise CampaignError(f"{source}: pairs and max_iterations must be at least 1", hint)
+    noise = data.get("noise_floor")
+    if noise is not None:
+        if not isinstance(noise.get("aggregate"), (int, float)) or not isinstance(noise.get("shapes"), dict):
+            raise CampaignError(f"{source}: noise_floor needs aggregate (number) and shapes (mapping)", hint)
+        data["noise_floor"] = NoiseFloor(float(noise["aggregate"]), dict(noise["shapes"]))
+    manifest = Manifest(**data)
+    labels = {shape.label for shape in manifest.shapes()}
+    stray = [label for label in manifest.representative_shapes if label not in labels]
+    if stray:
+        raise CampaignError(f"{source}: representative_shapes {stray} are not in target_shapes", hint)
+    return manifest
+
+
+def _required(name: str) -> bool:
+    return name not in (
+        "min_gain",
+        "pairs",
+        "harness_timeout_s",
+        "csv_header",
+        "csv_header_sha256",
+        "protected_paths",
+        "noise_floor",
+        "format",
+    )
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    return " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
+
+
+def normalise_metric(text: str) -> str:
+    """The handoff spec's metric names (case-insensitive) or their short aliases."""
+    lowered = text.strip().lower()
+    if lowered in C.METRIC_ALIASES:
+        return C.METRIC_ALIASES[lowered]
+    for metric in C.METRIC_ALIASES.values():
+        if metric.lower() == lowered:
+            return metric
+    names = ", ".join(f'"{m}"' for m in C.METRIC_ALIASES.values())
+    raise CampaignError(f"unknown metric {text!r}", f"use one of {names} or {', '.join(C.METRIC_ALIASES)}")

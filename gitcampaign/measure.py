@@ -1,0 +1,156 @@
+"""Running the quick harness: one process per measurement, candidate and incumbent interleaved
+from their own git worktrees (B A A B ...) so that drift between runs cancels in the pairs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from git import Repo
+
+from gitcampaign import git as g
+from gitcampaign.decision import PairSample
+from gitcampaign.envinfo import tool_env
+from gitcampaign.errors import CampaignError
+from gitcampaign.results import BenchTable, parse_csv, require_header
+from gitcampaign.shapes import Shape, dump_shapes
+
+INCUMBENT = "incumbent"
+CANDIDATE = "candidate"
+
+
+@dataclass(frozen=True)
+class HarnessJob:
+    command: str
+    shapes: list[Shape]
+    timeout_s: float
+    frozen_header: str | None
+
+
+def run_quick(worktree: Path, job: HarnessJob, out_csv: Path) -> BenchTable:
+    """Run `quick_command --summary-csv PATH --shapes-file PATH.yaml` in `worktree`, read its CSV."""
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    shapes_file = out_csv.with_suffix(".shapes.yaml")
+    shapes_file.write_text(dump_shapes(job.shapes))
+    log_path = out_csv.with_suffix(".log")
+    out_csv.unlink(missing_ok=True)
+    command = f"{job.command} --summary-csv {shlex.quote(str(out_csv))} --shapes-file {shlex.quote(str(shapes_file))}"
+    code = run_logged(command, worktree, log_path, job.timeout_s, "quick command")
+    if code not in (0, 1):
+        meaning = "no GPU for a GPU-only op" if code == 2 else "it crashed"
+        raise CampaignError(
+            f"the quick command exited {code} in {worktree} ({meaning}); nothing was recorded\n"
+            f"command: {command}\nlast lines of {log_path}:\n{tail(log_path)}",
+            "run that command by hand, fix the harness or the kernel, then run the campaign command again",
+        )
+    if not out_csv.exists():
+        raise CampaignError(
+            f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(log_path)}",
+            "the harness must write --summary-csv; run it by hand to see why",
+        )
+    table = parse_csv(out_csv.read_bytes(), str(out_csv), [shape.label for shape in job.shapes])
+    if job.frozen_header is not None:
+        require_header(table, job.frozen_header, str(out_csv))
+    return table
+
+
+def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: str) -> int:
+    """Run a shell command with its output in `log_path`; a hang is killed with its whole group."""
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=tool_env(),
+            start_new_session=True,
+        )
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise CampaignError(
+                f"the {what} did not finish within {timeout_s:g} s and was stopped; nothing was recorded\n"
+                f"command: {command}\nlast lines of {log_path}:\n{tail(log_path)}",
+                "find the hang by running it by hand, or raise harness_timeout_s in the manifest (--timeout)",
+            ) from None
+        except BaseException:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@dataclass
+class PairResult:
+    candidate: BenchTable
+    incumbent: BenchTable | None  # None when the candidate failed Check before the incumbent ran
+
+
+def interleaved(
+    worktrees: dict[str, Path], job: HarnessJob, pairs: int, scratch: Path, stop_on_failure: bool
+) -> list[PairResult]:
+    """`pairs` pairs of processes, alternating which side goes first (B A A B ...).
+
+    With `stop_on_failure`, a candidate run with any row other than PASS ends the measurement:
+    the Check gate rejects whatever the speed, so more runs would only cost time.
+    """
+    results: list[PairResult] = []
+    for index in range(pairs):
+        order = (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE)
+        tables: dict[str, BenchTable] = {}
+        for role in order:
+            tables[role] = run_quick(worktrees[role], job, scratch / f"pair{index}-{role}.csv")
+            if stop_on_failure and role == CANDIDATE and not all(row.passed for row in tables[role].rows):
+                return [*results, PairResult(tables[CANDIDATE], tables.get(INCUMBENT))]
+        results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
+    return results
+
+
+@contextmanager
+def worktrees(repo: Repo, campaign: str, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
+    """One detached worktree per role, under the common git dir; removed afterwards."""
+    base = g.common_dir(repo) / "campaign" / "worktrees" / campaign
+    paths = {role: base / role for role in commits}
+    try:
+        for role, commit in commits.items():
+            g.add_worktree(repo, paths[role], commit)
+        yield paths
+    finally:
+        for path in paths.values():
+            g.remove_worktree(repo, path)
+
+
+def run_dir(repo: Repo, campaign: str, label: str) -> Path:
+    """Where this run's CSVs and logs stay for inspection."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = g.common_dir(repo) / "campaign" / "runs" / campaign / f"{label}-{stamp}-{os.getpid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def samples(pairs: list[PairResult], metric: str, labels: list[str], session: int) -> list[PairSample]:
+    """Primary metric per shape for every complete pair."""
+    return [
+        PairSample(
+            incumbent={label: pair.incumbent.by_label()[label].metric(metric) for label in labels},
+            candidate={label: pair.candidate.by_label()[label].metric(metric) for label in labels},
+            session=session,
+        )
+        for pair in pairs
+        if pair.incumbent is not None
+    ]

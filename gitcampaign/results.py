@@ -1,0 +1,129 @@
+"""Reading the harness CSV: the one reader BASELINE and every VALIDATE share (HANDOFF.md).
+
+The header is compared byte for byte with the frozen one; a drifted header, a missing or partial
+row, or an unknown Check value stops the command instead of silently disabling the per-shape gate.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+
+from gitcampaign import constants as C
+from gitcampaign.errors import CampaignError
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    label: str
+    check: str
+    values: dict[str, float]
+
+    def metric(self, metric: str) -> float:
+        """The primary metric of this row; Combined Step TFLOPS is derived (DESIGN.md section 4)."""
+        if metric == C.METRIC_STEP:
+            step_ms = self.step_ms()
+            flops = 6.0 * self.values["M"] * self.values["N"] * self.values["K"]
+            return flops / (step_ms * 1e-3) / 1e12 if step_ms > 0 else math.nan
+        return self.values.get(metric, math.nan)
+
+    def step_ms(self) -> float:
+        return self.values.get("Forward Time (ms)", math.nan) + self.values.get(
+            "Backward Time (ms)", math.nan
+        )
+
+    @property
+    def passed(self) -> bool:
+        return self.check == C.CHECK_PASS
+
+
+@dataclass(frozen=True)
+class BenchTable:
+    header: str
+    rows: list[BenchRow]
+    raw: bytes
+
+    def by_label(self) -> dict[str, BenchRow]:
+        return {row.label: row for row in self.rows}
+
+
+def parse_csv(raw: bytes, source: str, expected_labels: list[str] | None = None) -> BenchTable:
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if not lines:
+        raise CampaignError(
+            f"{source} is empty: the harness wrote no CSV", "run the quick command by hand to see why"
+        )
+    header = lines[0]
+    columns = header.split(",")
+    for required in ("label", "Check"):
+        if required not in columns:
+            raise CampaignError(
+                f"{source}: header has no {required!r} column: {header!r}", "keep the frozen schema"
+            )
+    if not text.endswith("\n"):
+        raise CampaignError(
+            f"{source} ends mid-line: the harness stopped while writing it (partial CSV)",
+            "run the quick command by hand, fix the crash, then re-run",
+        )
+    rows = []
+    for number, record in enumerate(csv.reader(io.StringIO("\n".join(lines[1:]))), start=2):
+        if len(record) != len(columns):
+            raise CampaignError(
+                f"{source}: line {number} has {len(record)} fields, the header has {len(columns)} (partial CSV)",
+                "run the quick command by hand, fix the harness, then re-run",
+            )
+        cells = dict(zip(columns, record, strict=True))
+        check = cells["Check"]
+        if check not in (C.CHECK_PASS, C.CHECK_FAIL, C.CHECK_ERROR):
+            raise CampaignError(
+                f"{source}: line {number}: Check {check!r} is not PASS/FAIL/ERROR", "fix the harness"
+            )
+        values = {name: _number(cell) for name, cell in cells.items() if name not in ("label", "Check")}
+        rows.append(BenchRow(cells["label"], check, values))
+    if expected_labels is not None:
+        got = [row.label for row in rows]
+        if got != expected_labels:
+            missing = [label for label in expected_labels if label not in got]
+            raise CampaignError(
+                f"{source}: rows {got} do not match the shapes asked for {expected_labels}"
+                + (f" (missing {missing}: partial CSV)" if missing else ""),
+                "the harness must write one row per shape, in order; run it by hand to see why",
+            )
+    return BenchTable(header, rows, raw)
+
+
+def require_header(table: BenchTable, frozen: str, source: str) -> None:
+    if table.header != frozen:
+        position = next(
+            (i for i, (a, b) in enumerate(zip(table.header, frozen, strict=False)) if a != b),
+            min(len(table.header), len(frozen)),
+        )
+        raise CampaignError(
+            f"{source}: CSV header differs from the one frozen at BASELINE at byte {position}:\n"
+            f"  frozen: {frozen}\n  got:    {table.header}",
+            "restore the harness (`git checkout campaign/NAME/main -- campaigns/NAME/quick_test_bench.py`);"
+            " the schema never changes within a campaign",
+        )
+
+
+def _number(cell: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        return math.nan
+
+
+def geomean(values: list[float]) -> float:
+    finite = [value for value in values if math.isfinite(value) and value > 0]
+    if not finite or len(finite) != len(values):
+        return math.nan
+    return math.exp(sum(math.log(value) for value in finite) / len(finite))
+
+
+def aggregate(table: BenchTable, metric: str, labels: list[str] | None = None) -> float:
+    """Geometric mean of the primary metric over PASS shapes (DESIGN.md section 4)."""
+    rows = [row for row in table.rows if row.passed and (labels is None or row.label in labels)]
+    return geomean([row.metric(metric) for row in rows]) if rows else math.nan

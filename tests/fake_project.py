@@ -1,0 +1,90 @@
+"""A tiny campaign project for engine tests: a 'kernel' whose speed and correctness are constants,
+behind a quick harness that speaks the real CLI and writes the frozen GEMM CSV.
+
+Metrics are deterministic (speed × a fixed per-shape factor), so decisions are exact; optional
+multiplicative noise comes from BENCH_NOISE. Real kernels run in the demo and harness tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gitcampaign.constants import GEMM_HEADER
+
+KERNEL = '''SPEED = {speed}
+CORRECT = {correct}
+'''
+
+HARNESS = r'''
+import argparse, os, random, sys, time
+from pathlib import Path
+import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parents[0]))
+parser = argparse.ArgumentParser()
+parser.add_argument("--summary-csv", required=True)
+parser.add_argument("--shapes-file", required=True)
+args = parser.parse_args()
+import importlib
+kernel = importlib.import_module("kernel")
+mode = os.environ.get("BENCH_MODE", "")
+if mode == "crash":
+    raise SystemExit("boom: the harness crashed")
+if mode == "hang":
+    time.sleep(600)
+noise = float(os.environ.get("BENCH_NOISE", "0"))
+shapes = yaml.safe_load(Path(args.shapes_file).read_text())
+lines = ["HEADER"]
+for shape in shapes:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    speed = kernel.SPEED * (1 + random.gauss(0, noise)) * (1 + (M % 7) / 10)
+    flops = 2 * M * N * K
+    fwd_ms = flops / (speed * 1e9)
+    bwd_ms = 2 * fwd_ms
+    check = "PASS" if kernel.CORRECT else "FAIL"
+    snr = 60.0 if kernel.CORRECT else 3.0
+    lines.append(f"{shape['label']},1,{M},{N},{K},{check},{speed:.6g},{speed*0.01:.6g},{speed:.6g},{speed*0.01:.6g},{fwd_ms:.6g},{bwd_ms:.6g},{snr},{snr},{snr}")
+text = "\n".join(lines) + "\n"
+if mode == "partial":
+    text = text[: len(text) // 2]
+if mode == "drift":
+    text = text.replace("Check", "check", 1)
+Path(args.summary_csv).write_text(text)
+sys.exit(0 if kernel.CORRECT else 1)
+'''.replace("HEADER", GEMM_HEADER)
+
+SHAPES = """- {label: s-small, M: 64, N: 64, K: 64}
+- {label: s-mid, M: 128, N: 256, K: 128}
+- {label: s-odd, M: 129, N: 200, K: 96}
+- {label: s-large, M: 512, N: 512, K: 512}
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def make_project(root: Path, speed: float = 100.0) -> Path:
+    """A committed repo with kernel.py, bench.py, a shape file and a test that checks CORRECT."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=True))
+    (root / "bench.py").write_text(HARNESS)
+    (root / "shapes.yaml").write_text(SHAPES)
+    (root / "test_kernel.py").write_text("import kernel\nassert kernel.CORRECT\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "kernel project")
+    return root
+
+
+def init_args(name: str = "demo") -> list[str]:
+    return [
+        "init", name, "--op", "fake_gemm", "--metric", "step", "--shapes", "shapes.yaml",
+        "--quick-command", f"{sys.executable} bench.py", "--test-command", f"{sys.executable} test_kernel.py",
+        "--probe-command", "", "--kernel-source", "kernel.py", "--pairs", "2",
+    ]
+
+
+def set_kernel(root: Path, speed: float, correct: bool = True) -> None:
+    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=correct))

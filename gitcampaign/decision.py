@@ -97,7 +97,9 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
     per_pair = [_log_ratios(sample, labels) for sample in samples]
     aggregate_logs = [sum(logs.values()) / len(logs) for logs in per_pair]
     mean_log = sum(aggregate_logs) / len(aggregate_logs)
-    if len(aggregate_logs) > 1:
+    if math.isnan(mean_log):
+        half = math.nan
+    elif len(aggregate_logs) > 1:
         half = (
             t975(len(aggregate_logs) - 1) * statistics.stdev(aggregate_logs) / math.sqrt(len(aggregate_logs))
         )

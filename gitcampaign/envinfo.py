@@ -6,6 +6,7 @@ interpreter that runs the harness.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -49,15 +50,27 @@ def tool_env(cwd: Path | None = None) -> dict[str, str]:
     return env
 
 
-def fingerprint(timeout_s: float = 120.0) -> dict[str, object]:
-    """GPU, driver, CUDA, torch, triton, python, git: what a verdict must name to be reproducible."""
+@functools.cache
+def _probe(timeout_s: float) -> str:
     try:
-        out = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s, env=tool_env()
         ).stdout
+    except subprocess.TimeoutExpired:
+        return ""
+
+
+def fingerprint(timeout_s: float = 120.0) -> dict[str, object]:
+    """GPU, driver, CUDA, torch, triton, python, git: what a verdict must name to be reproducible.
+
+    Read once per process: the interpreter and its packages do not change under a running command.
+    """
+    out = _probe(timeout_s)
+    try:
         info: dict[str, object] = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    except (subprocess.TimeoutExpired, json.JSONDecodeError):
-        info = {"torch": "probe failed"}
+    except json.JSONDecodeError:
+        info = {}
+    info = info or {"torch": "probe failed"}
     info["driver"] = _driver_version()
     info["platform"] = platform.platform()
     info["git"] = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()

@@ -19,7 +19,7 @@ from gitcampaign import git as g
 from gitcampaign.decision import PairSample
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
-from gitcampaign.results import BenchTable, parse_csv, require_header
+from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
 
 INCUMBENT = "incumbent"
@@ -55,10 +55,8 @@ def run_quick(worktree: Path, job: HarnessJob, out_csv: Path) -> BenchTable:
             f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(log_path)}",
             "the harness must write --summary-csv; run it by hand to see why",
         )
-    table = parse_csv(out_csv.read_bytes(), str(out_csv), [shape.label for shape in job.shapes])
-    if job.frozen_header is not None:
-        require_header(table, job.frozen_header, str(out_csv))
-    return table
+    labels = [shape.label for shape in job.shapes]
+    return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header)
 
 
 def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: str) -> int:

@@ -49,7 +49,10 @@ class BenchTable:
         return {row.label: row for row in self.rows}
 
 
-def parse_csv(raw: bytes, source: str, expected_labels: list[str] | None = None) -> BenchTable:
+def parse_csv(
+    raw: bytes, source: str, expected_labels: list[str] | None = None, frozen_header: str | None = None
+) -> BenchTable:
+    """Parse a harness CSV; with `frozen_header`, a header differing by one byte is the first error."""
     text = raw.decode("utf-8", errors="replace")
     lines = text.splitlines()
     if not lines:
@@ -57,6 +60,8 @@ def parse_csv(raw: bytes, source: str, expected_labels: list[str] | None = None)
             f"{source} is empty: the harness wrote no CSV", "run the quick command by hand to see why"
         )
     header = lines[0]
+    if frozen_header is not None:
+        require_header(header, frozen_header, source)
     columns = header.split(",")
     for required in ("label", "Check"):
         if required not in columns:
@@ -95,15 +100,15 @@ def parse_csv(raw: bytes, source: str, expected_labels: list[str] | None = None)
     return BenchTable(header, rows, raw)
 
 
-def require_header(table: BenchTable, frozen: str, source: str) -> None:
-    if table.header != frozen:
+def require_header(header: str, frozen: str, source: str) -> None:
+    if header != frozen:
         position = next(
-            (i for i, (a, b) in enumerate(zip(table.header, frozen, strict=False)) if a != b),
-            min(len(table.header), len(frozen)),
+            (i for i, (a, b) in enumerate(zip(header, frozen, strict=False)) if a != b),
+            min(len(header), len(frozen)),
         )
         raise CampaignError(
             f"{source}: CSV header differs from the one frozen at BASELINE at byte {position}:\n"
-            f"  frozen: {frozen}\n  got:    {table.header}",
+            f"  frozen: {frozen}\n  got:    {header}",
             "restore the harness (`git checkout campaign/NAME/main -- campaigns/NAME/quick_test_bench.py`);"
             " the schema never changes within a campaign",
         )

@@ -139,7 +139,10 @@ def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str,
     round_ref = f"refs/heads/{campaign.round_branch(number)}"
     if decision in C.ACCEPTED:
         if g.rev(repo, main) == incumbent:
+            on_main = g.head_ref_name(repo) == main
             g.update_ref(repo, main, commit, incumbent, f"campaign: accept round {number}")
+            if on_main:
+                repo.git.read_tree("-m", "-u", incumbent, commit)
         g.checkout(repo, campaign.main_branch)
         return
     g.checkout(repo, campaign.main_branch)

@@ -1,0 +1,223 @@
+"""The whole loop on a real temp repo: refs, notes, decisions, overrides, lineage and report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gitcampaign import constants as C
+from gitcampaign.cli import cli, main
+from gitcampaign.commands.baseline import baseline
+from gitcampaign.commands.init import InitOptions, init
+from gitcampaign.commands.log import log
+from gitcampaign.commands.override import accept, rollback
+from gitcampaign.commands.report import report
+from gitcampaign.commands.round import open_round
+from gitcampaign.commands.show import show
+from gitcampaign.commands.status import status
+from gitcampaign.commands.validate import validate
+from gitcampaign.errors import CampaignError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fake_project import git, make_project, set_kernel  # noqa: E402
+
+NAME = "demo"
+
+
+def options(**overrides: object) -> InitOptions:
+    base = dict(
+        name=NAME,
+        op="fake_gemm",
+        metric="step",
+        shapes="shapes.yaml",
+        quick_command=f"{sys.executable} bench.py",
+        test_command=f"{sys.executable} test_kernel.py",
+        probe_command="",
+        kernel_source="kernel.py",
+        pairs=2,
+        max_iterations=3,
+    )
+    base.update(overrides)
+    return InitOptions(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)  # the fake shapes file is given relative to the repo, as a user would
+    init(root, options())
+    baseline(root, None)
+    return root
+
+
+def commit_round(root: Path, hypothesis: str, speed: float, correct: bool = True) -> str:
+    open_round(root, None, hypothesis)
+    set_kernel(root, speed, correct)
+    git(root, "commit", "-q", "-am", f"Hypothesis: {hypothesis}\nChange: speed {speed}")
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def ref(root: Path, name: str) -> str | None:
+    out = git(root, "for-each-ref", "--format=%(objectname)", name).strip()
+    return out or None
+
+
+def test_init_writes_every_manifest_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    init(root, options())
+    manifest = yaml.safe_load(git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/manifest.yaml"))
+    for field in (
+        "target_op target_backend target_lang target_gpu execution_mode project_skill performance_target "
+        "primary_metric target_shapes kernel_source test_command benchmark_command quick_command "
+        "representative_shapes git_commit git_branch max_iterations created"
+    ).split():
+        assert field in manifest, field
+    assert manifest["primary_metric"] == C.METRIC_STEP
+    assert "test_kernel.py" in manifest["protected_paths"] and "bench.py" in manifest["protected_paths"]
+    assert git(root, "branch", "--show-current").strip() == C.main_branch(NAME)
+    assert C.NOTES_GLOB in git(root, "config", "--get-all", "notes.displayRef")
+
+
+def test_baseline_records_notes_and_manifest(project: Path) -> None:
+    head = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    manifest = yaml.safe_load(git(project, "show", f"{head}:campaigns/{NAME}/manifest.yaml"))
+    assert manifest["csv_header"] == C.GEMM_HEADER
+    assert 3 <= len(manifest["representative_shapes"]) <= 5
+    assert {"s-small", "s-large"} <= set(manifest["representative_shapes"])  # smallest and largest work
+    assert manifest["noise_floor"]["aggregate"] == 0.0  # the fake harness is deterministic
+    assert all(manifest["protected_paths"].values())
+    full = git(project, "notes", "--ref", C.NOTES_FULL, "show", head)
+    assert full.startswith(C.GEMM_HEADER + "\n") and full.count("\n") == 5
+    verdict = yaml.safe_load(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", head))
+    assert verdict["decision"] == C.DECISION_BASELINE and verdict["round"] == 1
+    # plain git log shows the campaign notes (notes.displayRef)
+    assert "Notes (campaign/verdict)" in git(project, "log", "-1", C.main_branch(NAME))
+
+
+def test_accept_fast_forwards_and_reject_pins(project: Path) -> None:
+    incumbent = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    good = commit_round(project, "bigger tiles", 110)
+    result = validate(project, None)
+    assert result.decision == C.DECISION_ACCEPT and result.round == 2
+    assert result.ratio == pytest.approx(1.10, rel=1e-4)
+    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == good
+    assert git(project, "rev-parse", f"{good}^").strip() == incumbent  # fast-forward, no merge commit
+    assert git(project, "branch", "--show-current").strip() == C.main_branch(NAME)
+    bench = git(project, "notes", "--ref", C.NOTES_BENCH, "show", good)
+    assert bench.startswith(C.GEMM_HEADER)
+
+    slow = commit_round(project, "smaller tiles", 95)
+    result = validate(project, None)
+    assert result.decision == C.DECISION_REJECT and C.REASON_SHAPE_REGRESSION in result.reasons
+    assert ref(project, C.rejected_ref(NAME, 3)) == slow
+    assert ref(project, f"refs/heads/{C.round_branch(NAME, 3)}") == good  # round branch reset
+    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == good
+
+    wrong = commit_round(project, "skip the mask", 500, correct=False)
+    result = validate(project, None)
+    assert result.decision == C.DECISION_REJECT and result.reasons == [C.REASON_CHECK_FAILED]
+    assert ref(project, C.rejected_ref(NAME, 4)) == wrong
+    docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", wrong)))
+    assert docs[-1]["decision"] == C.DECISION_REJECT
+    for key in ("environment", "harness_sha256", "csv_schema_sha256", "tree", "tool_version", "hypothesis"):
+        assert key in docs[-1], key
+
+
+def test_csv_note_reads_back_byte_for_byte(project: Path) -> None:
+    commit_round(project, "faster", 120)
+    result = validate(project, None)
+    runs = sorted((project / ".git" / "campaign" / "runs" / NAME).glob("round-2-*/s1/pair0-candidate.csv"))
+    written = runs[-1].read_bytes()
+    from gitcampaign import git as g
+
+    repo = g.open_repo(project)
+    assert g.read_note(repo, C.NOTES_BENCH, result.commit) == written
+
+
+def test_round_refuses_second_round_and_empty_hypothesis(project: Path) -> None:
+    with pytest.raises(CampaignError, match="hypothesis"):
+        open_round(project, None, "  ")
+    open_round(project, None, "first")
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    with pytest.raises(CampaignError, match="one hypothesis at a time"):
+        open_round(project, None, "second")
+
+
+def test_two_commits_in_a_round_are_refused(project: Path) -> None:
+    commit_round(project, "two changes", 110)
+    set_kernel(project, 120)
+    git(project, "commit", "-q", "-am", "another")
+    with pytest.raises(CampaignError, match="a round is one change") as info:
+        validate(project, None)
+    assert "git reset --soft" in info.value.hint
+
+
+def test_manual_overrides_are_recorded(project: Path) -> None:
+    slow = commit_round(project, "slower", 90)
+    validate(project, None)
+    result = accept(project, None, None, "keeps the code simpler")
+    assert result.decision == C.DECISION_ACCEPT and result.previous == C.DECISION_REJECT
+    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == slow
+    assert ref(project, C.rejected_ref(NAME, 2)) is None
+    docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", slow)))
+    assert [d["decision"] for d in docs] == [C.DECISION_REJECT, C.DECISION_ACCEPT]  # appended, not replaced
+    assert docs[-1]["override"] is True
+
+    before = git(project, "rev-list", "--count", C.main_branch(NAME)).strip()
+    result = rollback(project, None, None, "changed my mind")
+    assert result.decision == C.DECISION_REJECT
+    main_head = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    assert int(git(project, "rev-list", "--count", main_head).strip()) == int(before) + 1  # never rewritten
+    assert git(project, "rev-parse", f"{main_head}^{{tree}}") == git(project, "rev-parse", f"{slow}^^{{tree}}")
+    assert ref(project, C.rejected_ref(NAME, 2)) == slow
+    assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_log_show_status_json_and_report(project: Path) -> None:
+    commit_round(project, "faster", 110)
+    validate(project, None)
+    commit_round(project, "slower", 90)
+    validate(project, None)
+    text, data = log(project, None)
+    assert [r["status"] for r in data["rounds"]] == ["baseline", "accepted", "rejected"]
+    assert data["rounds"][1]["vs_baseline"] == pytest.approx(1.10, rel=1e-4)
+    assert "faster" in text and "slower" in text
+    _, shown = show(project, None, 3)
+    assert shown["bench_csv"].startswith(C.GEMM_HEADER) and "kernel.py" in shown["diff_stat"]
+    _, state = status(project, None)
+    assert state["rounds"]["accepted"] == 1 and state["rounds"]["rejected"] == 1
+    with pytest.raises(CampaignError, match="termination"):
+        report(project, None)
+    commit_round(project, "same", 110.2)
+    validate(project, None)  # third finished round: T3 (max_iterations 3) holds
+    result = report(project, None)
+    assert result.ratio == pytest.approx(1.10, rel=1e-4)
+    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    assert "T3 max iterations" in markdown and "slower" in markdown and "| s-large" in markdown
+    assert git(project, "notes", "--ref", C.NOTES_FULL, "show", C.main_branch(NAME)).startswith(C.GEMM_HEADER)
+
+
+def test_cli_wiring(project: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["-C", str(project), "status", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["campaign"] == NAME
+    assert runner.invoke(cli, ["-h"]).exit_code == 0
+    for verb in "init prepare baseline round validate accept rollback status log show report demo lint hooks".split():
+        assert verb in runner.invoke(cli, ["-h"]).output
+    assert main(["-C", str(project), "show", "9"]) == 1  # user error -> exit 1
+
+
+def test_validate_json_fields(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    commit_round(project, "faster", 110)
+    assert main(["-C", str(project), "validate", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("decision", "reasons", "round", "ratio", "ci", "shapes"):
+        assert key in data
+    assert data["decision"] == C.DECISION_ACCEPT and len(data["ci"]) == 2

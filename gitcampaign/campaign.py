@@ -150,16 +150,12 @@ class Campaign:
 
     def verdicts(self) -> dict[str, list[dict[str, Any]]]:
         """{commit: verdict documents} for every annotated commit, read in bulk."""
-        blobs = g.note_blobs(self.repo, C.NOTES_VERDICT)
+        documents = verdict.read_many(self.repo, g.note_blobs(self.repo, C.NOTES_VERDICT))
         result = {}
-        for commit, blob in blobs.items():
-            docs = [
-                doc
-                for doc in verdict.parse_stream(g.read_blob(self.repo, blob))
-                if doc.get("campaign") == self.name
-            ]
-            if docs:
-                result[commit] = docs
+        for commit, docs in documents.items():
+            mine = [doc for doc in docs if doc.get("campaign") == self.name]
+            if mine:
+                result[commit] = mine
         return result
 
     def lineage(self) -> tuple[list[dict[str, Any]], list[Round]]:

@@ -101,9 +101,10 @@ def init(repo_path: Path, options: InitOptions) -> str:
         raise CampaignError(
             f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
         )
-    custom_harness = options.quick_command is not None
     info = OPS.get(options.op)
-    if info is None and not custom_harness:
+    folder = C.campaign_dir(name)
+    builtin = f"{folder}/{C.HARNESS_FILE}"
+    if options.quick_command is None and info is None:
         raise CampaignError(
             f"no built-in harness for op {options.op!r}",
             f"use one of {', '.join(OPS)}, or drive your own harness with --quick-command",
@@ -114,23 +115,21 @@ def init(repo_path: Path, options: InitOptions) -> str:
         else (info.default_metric if info else C.METRIC_FORWARD)
     )
     shapes = load_shapes(options.shapes)
-    folder = C.campaign_dir(name)
-    harness = None if custom_harness else f"{folder}/{C.HARNESS_FILE}"
-    forward_only = " --forward-only" if metric == C.METRIC_FORWARD and not custom_harness else ""
-    quick_command = options.quick_command or f"python {harness}{forward_only}"
+    forward_only = " --forward-only" if metric == C.METRIC_FORWARD else ""
+    quick_command = options.quick_command or f"python {builtin}{forward_only}"
+    # The built-in harness (copied by prepare) may be given extra flags; anything else is the user's own.
+    harness = builtin if quick_command.split()[:2] == ["python", builtin] else None
     test_command = options.test_command or (f"python -m pytest -q {info.test_file}" if info else "")
     probe = options.probe_command
     if probe is None:
         probe = (
-            ""
-            if custom_harness
-            else f"python {folder}/train_probe.py --op {options.op} --backend {options.backend}"
+            f"python {folder}/train_probe.py --op {options.op} --backend {options.backend}" if harness else ""
         )
     benchmark_command = options.benchmark_command or (
         f"python benchmarks/full_bench.py --op {options.op} --shapes {options.shapes}" if info else ""
     )
     protected = protected_paths(root, [test_command, quick_command], harness, options.protect)
-    if not custom_harness:
+    if probe.startswith(f"python {folder}/train_probe.py"):
         protected = sorted({*protected, f"{folder}/train_probe.py"})
     manifest = Manifest(
         name=name,

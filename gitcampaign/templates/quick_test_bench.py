@@ -1,0 +1,978 @@
+"""Quick validation harness: the authoritative per-shape gate of a campaign (DESIGN.md section 4).
+
+`git campaign prepare` copies this file into `campaigns/NAME/quick_test_bench.py` with the two
+placeholder lines below filled in, commits it and protects it; BASELINE and every VALIDATE run it as
+
+    python campaigns/NAME/quick_test_bench.py --summary-csv ROUND/benchmark.csv --shapes-file SHAPES.yaml
+
+It is self-contained on purpose (no `gitcampaign` import): the committed copy must measure the same
+way in every worktree, whatever version of the tool is installed. It imports the kernels of ITS OWN
+repository root (two levels up), so a run from a round's worktree measures that round's kernels.
+
+What a number means here, and why it is hard to fool:
+- every timed call gets fresh random inputs, made outside the timed region, so caches keyed on tensor
+  identity, `data_ptr` or `_version` miss as they would in training;
+- CUDA events around the op only; the L2 cache is flushed before every timed call; compilation and
+  autotuning happen in an untimed warm-up; gradients are never accumulated (each timed backward is
+  `torch.autograd.grad` on its own fresh forward);
+- metric per repeat, median over repeats, population stddev of the per-repeat metric in `*_stddev`;
+- after timing, correctness runs on fresh inputs (which the allocator tends to place where earlier
+  inputs lived, so a stale cache answers wrongly): outputs are poisoned with NaN before each checked
+  call, inputs must come back bit for bit unchanged, two runs on the same inputs must agree bit for
+  bit, and SNR is measured in float64 against a float64 reference;
+- the timers must still be the originals, and a figure above the GPU's datasheet peak is a FAIL.
+
+Exit codes: 0 every shape PASS, 1 some shape FAIL/ERROR, 2 no GPU for a GPU-only op, 3 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import astuple, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
+
+OP = "__OP__"
+BACKEND = "__BACKEND__"
+
+# Byte for byte gitcampaign.constants.GEMM_HEADER / QUANT_HEADER (a test keeps them equal).
+GEMM_HEADER = (
+    "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
+    "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
+)
+QUANT_HEADER = "label,M,K,Check,Forward GB/s,Forward GB/s_stddev,Forward Time (ms),mismatch_frac"
+
+PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
+EXIT_OK, EXIT_FAILED, EXIT_NO_GPU, EXIT_USAGE = 0, 1, 2, 3
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ("triton", "torch")
+DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
+SHAPE_FIELDS = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
+SNR_CHUNK = 1 << 26  # elements per float64 chunk of the SNR sums (512 MB)
+SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
+
+# Dense datasheet peaks (TFLOP/s for bf16/fp16 and fp8 tensor cores, GB/s of HBM), matched on
+# torch.cuda.get_device_name(); the first entry whose words all occur in the name wins.
+PEAKS: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
+    (("H200",), {"bf16": 989.0, "fp8": 1979.0, "hbm": 4800.0}),
+    (("H100", "PCIe"), {"bf16": 756.0, "fp8": 1513.0, "hbm": 2000.0}),
+    (("H100",), {"bf16": 989.0, "fp8": 1979.0, "hbm": 3350.0}),
+)
+
+
+class UsageError(Exception):
+    """A bad command line, shape file or placeholder: exit 3 with the message."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes and CSV records
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One entry of the shape file. For GEMM-class ops M is the total row count (summed over groups)."""
+
+    label: str
+    M: int
+    K: int
+    N: int | None = None
+    B: int | None = None
+    dist: str | None = None
+    min_snr_db: float | None = None
+
+
+@dataclass
+class GemmRow:
+    """One GEMM-class CSV row; field order is GEMM_HEADER's column order."""
+
+    label: str
+    B: int
+    M: int
+    N: int
+    K: int
+    check: str
+    forward_tflops: float = math.nan
+    forward_tflops_stddev: float = math.nan
+    backward_tflops: float = math.nan
+    backward_tflops_stddev: float = math.nan
+    forward_ms: float = math.nan
+    backward_ms: float = math.nan
+    out_snr: float = math.nan
+    da_snr: float = math.nan
+    db_snr: float = math.nan
+
+
+@dataclass
+class QuantRow:
+    """One quantisation CSV row; field order is QUANT_HEADER's column order."""
+
+    label: str
+    M: int
+    K: int
+    check: str
+    forward_gbs: float = math.nan
+    forward_gbs_stddev: float = math.nan
+    forward_ms: float = math.nan
+    mismatch_frac: float = math.nan
+
+
+def format_cell(value: object) -> str:
+    """Six significant digits keep sub-percent differences visible; NaN/inf as `nan`/`inf`."""
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
+
+
+def csv_line(row: GemmRow | QuantRow) -> str:
+    return ",".join(format_cell(value) for value in astuple(row)) + "\n"
+
+
+def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[Shape]:
+    """Validate the YAML shape list; every error names the entry and the field."""
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"{source}: expected a non-empty YAML list of shapes")
+    shapes: list[Shape] = []
+    for index, entry in enumerate(data):
+        where = f"{source}: shape #{index + 1}"
+        if not isinstance(entry, dict):
+            raise UsageError(f"{where} is not a mapping")
+        unknown = sorted(set(entry) - set(SHAPE_FIELDS))
+        if unknown:
+            raise UsageError(f"{where} has unknown fields {unknown}; allowed: {', '.join(SHAPE_FIELDS)}")
+        required = (
+            ("label", "M", "K") if quant else ("label", "M", "N", "K") + (("B", "dist") if grouped else ())
+        )
+        for name in required:
+            if entry.get(name) is None:
+                raise UsageError(f"{where} has no {name!r}, which {OP} needs")
+        for name in ("M", "N", "K", "B"):
+            value = entry.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise UsageError(f"{where}: {name} = {value!r} is not a non-negative integer")
+        if grouped and entry["B"] < 1:
+            raise UsageError(f"{where}: B (the number of groups) must be at least 1")
+        if entry.get("dist") is not None and entry["dist"] not in DISTRIBUTIONS:
+            raise UsageError(f"{where}: dist {entry['dist']!r} is not one of {', '.join(DISTRIBUTIONS)}")
+        label = str(entry["label"])
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
+            raise UsageError(f"{where}: label {label!r} has characters a CSV cell cannot carry")
+        min_snr = entry.get("min_snr_db")
+        if min_snr is not None:
+            if quant:
+                raise UsageError(f"{where}: min_snr_db does not apply to {OP}, which is checked bit for bit")
+            if (
+                not isinstance(min_snr, (int, float))
+                or isinstance(min_snr, bool)
+                or not math.isfinite(min_snr)
+            ):
+                raise UsageError(f"{where}: min_snr_db = {min_snr!r} is not a number")
+            if min_snr < min(SNR_THRESHOLDS_DB.values()):
+                raise UsageError(f"{where}: min_snr_db may only tighten the default thresholds")
+        shapes.append(
+            Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), entry.get("dist"), min_snr)
+        )
+    labels = [shape.label for shape in shapes]
+    duplicated = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicated:
+        raise UsageError(f"{source}: duplicate labels {duplicated}")
+    return shapes
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops: inputs, reference, candidate provider, work, correctness thresholds
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GemmInputs:
+    """a: M×K, b: N×K (dense) or G×N×K (grouped), both leaves requiring grad; group_sizes: G int64."""
+
+    a: Any
+    b: Any
+    group_sizes: Any = None
+
+    def tensors(self) -> list[Any]:
+        return [t for t in (self.a, self.b, self.group_sizes) if t is not None]
+
+
+@dataclass
+class QuantInputs:
+    x: Any
+
+    def tensors(self) -> list[Any]:
+        return [self.x]
+
+
+@dataclass
+class GemmOp:
+    """`out = a @ b.T` and its backward (dA = g @ b, dB = gᵀ @ a), dense or grouped, bf16 or fp8."""
+
+    name: str
+    module: str
+    env_var: str
+    call: Callable[[ModuleType, GemmInputs], Any]
+    granularity: str | None = None  # fp8 scaling; None for bf16/fp16
+    grouped: bool = False
+    cuda_only_backends: tuple[str, ...] = ()
+    peak_key: str = "bf16"
+    quant = False
+
+    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> GemmInputs:
+        import torch
+
+        assert shape.N is not None
+        a = torch.randn(shape.M, shape.K, generator=generator, device=device).to(dtype)
+        if not self.grouped:
+            b = torch.randn(shape.N, shape.K, generator=generator, device=device).to(dtype)
+            return GemmInputs(a.requires_grad_(), b.requires_grad_())
+        assert shape.B is not None and shape.dist is not None
+        # make_group_sizes draws on the CPU, so it gets a CPU generator seeded from the device one.
+        routing = torch.Generator().manual_seed(
+            int(torch.randint(2**62, (1,), generator=generator, device=device))
+        )
+        groups = importlib.import_module(self.module)
+        sizes = groups.make_group_sizes(shape.dist, shape.M, shape.B, generator=routing, device=device)
+        b = torch.randn(shape.B, shape.N, shape.K, generator=generator, device=device).to(dtype)
+        return GemmInputs(a.requires_grad_(), b.requires_grad_(), sizes)
+
+    def grad_out(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> Any:
+        import torch
+
+        assert shape.N is not None
+        return torch.randn(shape.M, shape.N, generator=generator, device=device).to(dtype)
+
+    def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Callable[[], Any]:
+        """The candidate as a zero-argument callable, so that nothing but the op is ever timed."""
+        return lambda: self.call(kernels, inputs)
+
+    def reference(self, inputs: GemmInputs, grad_out: Any) -> tuple[Any, Any, Any]:
+        """out, dA, dB in float64 from the same (unquantised) inputs."""
+        import torch
+
+        a, b, g = inputs.a.detach().double(), inputs.b.detach().double(), grad_out.double()
+        if not self.grouped:
+            return a @ b.T, g @ b, g.T @ a
+        out, da, db = torch.empty_like(g), torch.empty_like(a), torch.zeros_like(b)
+        start = 0
+        for group, size in enumerate(inputs.group_sizes.tolist()):
+            rows = slice(start, start + size)
+            out[rows] = a[rows] @ b[group].T
+            da[rows] = g[rows] @ b[group]
+            db[group] = g[rows].T @ a[rows]
+            start += size
+        return out, da, db
+
+    def flops(self, shape: Shape) -> tuple[float, float]:
+        """Forward 2MNK, backward 4MNK (dA + dB); M sums over groups, so this holds for grouped too."""
+        assert shape.N is not None
+        work = float(shape.M) * shape.N * shape.K
+        return 2.0 * work, 4.0 * work
+
+    def thresholds(self, kernels: ModuleType, dtype: Any, shape: Shape) -> dict[str, float]:
+        """Minimum SNR per metric: the precision's default, tightened by the shape's min_snr_db."""
+        if self.granularity is None:
+            base = SNR_THRESHOLDS_DB[str(dtype).removeprefix("torch.")]
+            defaults = {"out_snr": base, "da_snr": base, "db_snr": base}
+        else:
+            grad = SNR_THRESHOLDS_DB[str(kernels.GRAD_FP8_DTYPE[self.granularity]).removeprefix("torch.")]
+            defaults = {"out_snr": SNR_THRESHOLDS_DB["float8_e4m3fn"], "da_snr": grad, "db_snr": grad}
+        floor = shape.min_snr_db if shape.min_snr_db is not None else -math.inf
+        return {metric: max(value, floor) for metric, value in defaults.items()}
+
+
+@dataclass
+class QuantOp:
+    """x (M×K) → fp8 e4m3 codes + fp32 scales, checked bit for bit against the torch reference."""
+
+    name: str
+    granularity: str
+    module: str = "kernels.quant"
+    env_var: str = "KERNELS_QUANT_BACKEND"
+    cuda_only_backends: tuple[str, ...] = ()
+    peak_key: str = "hbm"
+    quant = True
+    grouped = False
+
+    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> QuantInputs:
+        import torch
+
+        # Spread magnitudes over several binades so both the codes and the scales get exercised.
+        x = torch.randn(shape.M, shape.K, generator=generator, device=device)
+        scale = torch.exp2(torch.randint(-6, 7, (shape.M, 1), generator=generator, device=device).float())
+        return QuantInputs((x * scale).to(dtype))
+
+    def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Callable[[], Any]:
+        return lambda: kernels.quantize_fp8(inputs.x, granularity=self.granularity)
+
+    def reference(self, kernels: ModuleType, inputs: QuantInputs) -> tuple[Any, Any]:
+        return kernels.quantize_fp8_reference(inputs.x, self.granularity)
+
+    def bytes_moved(self, shape: Shape, element_size: int, scale_count: int) -> float:
+        """x read + fp8 codes written + fp32 scales written."""
+        return float(shape.M) * shape.K * (element_size + 1) + 4.0 * scale_count
+
+
+def _fp8_call(granularity: str) -> Callable[[ModuleType, GemmInputs], Any]:
+    return lambda kernels, inputs: kernels.gemm_fp8(inputs.a, inputs.b, granularity)
+
+
+def _fp8_op(granularity: str) -> GemmOp:
+    # torch's fp8 reference is torch._scaled_mm, which only runs on CUDA.
+    return GemmOp(
+        f"gemm_fp8_{granularity}",
+        "kernels.gemm_fp8",
+        "KERNELS_GEMM_BACKEND",
+        _fp8_call(granularity),
+        granularity=granularity,
+        cuda_only_backends=("torch",),
+        peak_key="fp8",
+    )
+
+
+OPS: dict[str, GemmOp | QuantOp] = {
+    "gemm": GemmOp("gemm", "kernels.gemm", "KERNELS_GEMM_BACKEND", lambda k, i: k.gemm(i.a, i.b)),
+    **{f"gemm_fp8_{g}": _fp8_op(g) for g in ("tensorwise", "rowwise", "blockwise")},
+    "grouped_gemm": GemmOp(
+        "grouped_gemm",
+        "kernels.grouped_gemm",
+        "KERNELS_GROUPED_GEMM_BACKEND",
+        lambda k, i: k.grouped_gemm(i.a, i.b, i.group_sizes),
+        grouped=True,
+    ),
+    "quantize_fp8_rowwise": QuantOp("quantize_fp8_rowwise", "rowwise"),
+    "quantize_fp8_blockwise": QuantOp("quantize_fp8_blockwise", "blockwise"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Correctness: SNR, bit-level comparison, poisoning
+# ---------------------------------------------------------------------------------------------
+
+
+def snr_db(reference: Any, candidate: Any) -> float:
+    """10·log10(‖ref‖² / ‖ref − out‖²) in float64; NaN anywhere in the candidate gives NaN.
+
+    Summed in chunks so that the float64 temporaries of a large shape stay small."""
+    if tuple(reference.shape) != tuple(candidate.shape):
+        return math.nan
+    reference, candidate = reference.detach().reshape(-1), candidate.detach().reshape(-1)
+    signal, error = 0.0, 0.0
+    for start in range(0, reference.numel(), SNR_CHUNK):
+        expected = reference[start : start + SNR_CHUNK].double()
+        signal += float(expected.pow(2).sum())
+        error += float((expected - candidate[start : start + SNR_CHUNK].double()).pow(2).sum())
+    if math.isnan(error):
+        return math.nan
+    if error == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / error)
+
+
+def bits(tensor: Any) -> Any:
+    """The raw bytes of a tensor, so that NaN == NaN and -0 != +0 (torch.equal says otherwise)."""
+    import torch
+
+    flat = tensor.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else flat
+
+
+def bits_equal(first: Any, second: Any) -> bool:
+    import torch
+
+    same_layout = first.dtype == second.dtype and tuple(first.shape) == tuple(second.shape)
+    return same_layout and torch.equal(bits(first), bits(second))
+
+
+@contextlib.contextmanager
+def poisoned_outputs(sizes_bytes: list[int], device: Any) -> Iterator[None]:
+    """Make memory the op allocates come up as NaN, so elements it never writes cannot pass.
+
+    Two mechanisms: torch fills every `torch.empty*` result with NaN (or 0xFF..) while deterministic
+    mode is on (CPU and CUDA); on CUDA, additionally, the caching allocator is emptied and then
+    primed with 0xFF-filled blocks of the outputs' sizes (0xFF.. is NaN in every float format used
+    here), which it hands to the op's next allocations of those sizes whatever API they use."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        primed = [torch.full((size,), 0xFF, dtype=torch.uint8, device=device) for size in sizes_bytes * 2]
+        torch.cuda.synchronize()
+        del primed
+    previous = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
+
+
+@dataclass
+class Verdict:
+    """What the checks found for one shape; `reasons` empty means PASS."""
+
+    reasons: list[str] = field(default_factory=list)
+
+
+def checked_call(
+    label: str,
+    call: Callable[[], Any],
+    inputs: list[Any],
+    out_bytes: list[int],
+    device: Any,
+    verdict: Verdict,
+) -> Any:
+    """Run `call` twice on the same inputs with poisoned outputs; flag mutation and nondeterminism."""
+    before = [tensor.detach().clone() for tensor in inputs]
+    results = []
+    for _ in range(2):
+        with poisoned_outputs(out_bytes, device):
+            results.append(call())
+        synchronize(device)
+    if not all(bits_equal(snapshot, tensor) for snapshot, tensor in zip(before, inputs, strict=True)):
+        verdict.reasons.append(f"{label}: the op modified its inputs")
+    first, second = results
+    pairs = list(zip(first, second, strict=True)) if isinstance(first, tuple) else [(first, second)]
+    if not all(bits_equal(x, y) for x, y in pairs):
+        verdict.reasons.append(
+            f"{label}: two runs on the same inputs differ (nondeterministic or uninitialised)"
+        )
+    return first
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------
+
+
+class Clock:
+    """CUDA events on a GPU, `time.perf_counter` on the CPU; originals captured before the kernels
+    are imported, so a kernel module that replaces a timer cannot change what this clock reads."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self.device = device
+        self.originals: dict[str, object] = {"time.perf_counter": time.perf_counter}
+        self.perf_counter = time.perf_counter
+        if device.type == "cuda":
+            import triton.testing
+
+            self.event_class = torch.cuda.Event
+            self.originals.update(
+                {
+                    "torch.cuda.Event": torch.cuda.Event,
+                    "torch.cuda.Event.record": torch.cuda.Event.record,
+                    "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+                    "torch.cuda.synchronize": torch.cuda.synchronize,
+                    "triton.testing.do_bench": triton.testing.do_bench,
+                }
+            )
+            self.flush_buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+
+    @property
+    def name(self) -> str:
+        return (
+            "CUDA events (L2 flushed before each call)" if self.device.type == "cuda" else "time.perf_counter"
+        )
+
+    def replaced(self) -> list[str]:
+        """The timers that are no longer the objects captured at start-up."""
+        import torch
+
+        current: dict[str, object] = {"time.perf_counter": time.perf_counter}
+        if self.device.type == "cuda":
+            import triton.testing
+
+            current.update(
+                {
+                    "torch.cuda.Event": torch.cuda.Event,
+                    "torch.cuda.Event.record": torch.cuda.Event.record,
+                    "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+                    "torch.cuda.synchronize": torch.cuda.synchronize,
+                    "triton.testing.do_bench": triton.testing.do_bench,
+                }
+            )
+        return [name for name, original in self.originals.items() if current[name] is not original]
+
+    def time_ms(self, call: Callable[[], Any]) -> float:
+        """Milliseconds of one call, L2 flushed first (outside the measured interval)."""
+        if self.device.type != "cuda":
+            start = self.perf_counter()
+            call()
+            return (self.perf_counter() - start) * 1e3
+        self.flush_buffer.zero_()
+        start_event, end_event = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
+        start_event.record()
+        call()
+        end_event.record()
+        end_event.synchronize()
+        return float(start_event.elapsed_time(end_event))
+
+
+def synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Timing:
+    """Per-repeat mean call time (ms) and the derived per-repeat metric."""
+
+    repeat_ms: list[float]
+    work: float
+    scale: float  # metric = work / seconds / scale (1e12 for TFLOPS, 1e9 for GB/s)
+
+    @property
+    def per_repeat_metric(self) -> list[float]:
+        return [self.work / (ms * 1e-3) / self.scale if ms > 0 else math.inf for ms in self.repeat_ms]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.repeat_ms)
+
+    @property
+    def metric(self) -> float:
+        return statistics.median(self.per_repeat_metric)
+
+    @property
+    def stddev(self) -> float:
+        return statistics.pstdev(self.per_repeat_metric)
+
+
+def measure(
+    clock: Clock,
+    prepare: Callable[[], Callable[[], Any]],
+    repeats: int,
+    iters: int,
+    work: float,
+    scale: float,
+) -> Timing:
+    """`prepare()` makes fresh inputs and returns the zero-argument call to time (setup untimed)."""
+    repeat_ms = []
+    for _ in range(repeats):
+        total = 0.0
+        for _ in range(iters):
+            call = prepare()
+            synchronize(clock.device)
+            total += clock.time_ms(call)
+            del call
+        repeat_ms.append(total / iters)
+    return Timing(repeat_ms, work, scale)
+
+
+def device_peaks(device: Any) -> tuple[str, dict[str, float] | None]:
+    import torch
+
+    if device.type != "cuda":
+        return "CPU", None
+    name = torch.cuda.get_device_name(device)
+    for words, peaks in PEAKS:
+        if all(word in name for word in words):
+            return name, peaks
+    return name, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-shape runs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """Everything a shape run needs besides the shape itself."""
+
+    op: GemmOp | QuantOp
+    kernels: ModuleType
+    device: Any
+    dtype: Any
+    clock: Clock
+    repeats: int
+    iters: int
+    forward_only: bool
+    seed: int
+    peaks: dict[str, float] | None
+    gpu_name: str
+
+
+def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
+    import torch
+
+    op = run.op
+    assert isinstance(op, GemmOp) and shape.N is not None
+    generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+    row = GemmRow(shape.label, shape.B or 1, shape.M, shape.N, shape.K, ERROR)
+
+    def fresh_inputs() -> GemmInputs:
+        return op.inputs(shape, generator, run.device, run.dtype)
+
+    def fresh_grad_out() -> Any:
+        return op.grad_out(shape, generator, run.device, run.dtype)
+
+    def backward_call(inputs: GemmInputs, grad_out: Any) -> Callable[[], Any]:
+        out = op.provider(run.kernels, inputs)()
+        return lambda: torch.autograd.grad(out, (inputs.a, inputs.b), grad_out)
+
+    # Warm-up: compilation and autotuning, never timed.
+    warm = fresh_inputs()
+    warm_out = op.provider(run.kernels, warm)()
+    if not run.forward_only:
+        torch.autograd.grad(warm_out, (warm.a, warm.b), fresh_grad_out())
+    synchronize(run.device)
+    del warm, warm_out
+
+    forward_flops, backward_flops = op.flops(shape)
+    forward = measure(
+        run.clock,
+        lambda: op.provider(run.kernels, fresh_inputs()),
+        run.repeats,
+        run.iters,
+        forward_flops,
+        1e12,
+    )
+    row.forward_tflops, row.forward_tflops_stddev = forward.metric, forward.stddev
+    row.forward_ms = forward.median_ms
+    timings = {"forward": forward}
+    if not run.forward_only:
+        backward = measure(
+            run.clock,
+            lambda: backward_call(fresh_inputs(), fresh_grad_out()),
+            run.repeats,
+            run.iters,
+            backward_flops,
+            1e12,
+        )
+        row.backward_tflops, row.backward_tflops_stddev = backward.metric, backward.stddev
+        row.backward_ms = backward.median_ms
+        timings["backward"] = backward
+    verdict = Verdict()
+
+    # Correctness on fresh inputs, after timing (see the module docstring).
+    inputs, grad_out = fresh_inputs(), fresh_grad_out()
+    out_size = shape.M * shape.N * (torch.bfloat16 if op.granularity else run.dtype).itemsize
+    out = checked_call(
+        "forward", op.provider(run.kernels, inputs), inputs.tensors(), [out_size], run.device, verdict
+    )
+    out_ref, da_ref, db_ref = op.reference(inputs, grad_out)
+    row.out_snr = snr_db(out_ref, out)
+    if not run.forward_only:
+        # Each checked backward runs on its own forward: a graph can be differentiated only once.
+        grads = checked_call(
+            "backward",
+            lambda: torch.autograd.grad(op.provider(run.kernels, inputs)(), (inputs.a, inputs.b), grad_out),
+            [*inputs.tensors(), grad_out],
+            [t.numel() * t.element_size() for t in (inputs.a, inputs.b)],
+            run.device,
+            verdict,
+        )
+        row.da_snr, row.db_snr = snr_db(da_ref, grads[0]), snr_db(db_ref, grads[1])
+    thresholds = op.thresholds(run.kernels, run.dtype, shape)
+    checked = ["out_snr"] if run.forward_only else ["out_snr", "da_snr", "db_snr"]
+    for metric in checked:
+        value = getattr(row, metric)
+        if not value >= thresholds[metric]:  # written so that NaN fails
+            verdict.reasons.append(
+                f"{metric} = {value:.4g} dB is below the {thresholds[metric]:g} dB threshold"
+            )
+    if run.peaks is not None:
+        peak = run.peaks[op.peak_key]
+        for phase, timing in timings.items():
+            fastest = max(timing.per_repeat_metric)
+            if fastest > peak:
+                verdict.reasons.append(
+                    f"implausible: {phase} {fastest:.4g} TFLOP/s exceeds the {run.gpu_name} peak of {peak:g}"
+                )
+    timer_reasons(run, verdict)
+    row.check = FAIL if verdict.reasons else PASS
+    return row, verdict.reasons
+
+
+def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[str]]:
+    import torch
+
+    op = run.op
+    assert isinstance(op, QuantOp)
+    generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+    row = QuantRow(shape.label, shape.M, shape.K, ERROR)
+
+    def fresh_inputs() -> QuantInputs:
+        return op.inputs(shape, generator, run.device, run.dtype)
+
+    warm = fresh_inputs()
+    op.provider(run.kernels, warm)()
+    synchronize(run.device)
+    codes_ref, scales_ref = op.reference(run.kernels, warm)
+    del warm
+    work = op.bytes_moved(shape, run.dtype.itemsize, scales_ref.numel())
+    forward = measure(
+        run.clock, lambda: op.provider(run.kernels, fresh_inputs()), run.repeats, run.iters, work, 1e9
+    )
+    row.forward_gbs, row.forward_gbs_stddev, row.forward_ms = (
+        forward.metric,
+        forward.stddev,
+        forward.median_ms,
+    )
+    verdict = Verdict()
+
+    inputs = fresh_inputs()
+    out_bytes = [shape.M * shape.K, scales_ref.numel() * 4]
+    codes, scales = checked_call(
+        "forward", op.provider(run.kernels, inputs), inputs.tensors(), out_bytes, run.device, verdict
+    )
+    codes_ref, scales_ref = op.reference(run.kernels, inputs)
+    row.mismatch_frac = mismatch_fraction((codes, scales), (codes_ref, scales_ref))
+    if run.device.type == "cuda":
+        if row.mismatch_frac != 0.0:  # NaN fails too
+            verdict.reasons.append(
+                f"mismatch_frac = {row.mismatch_frac:.4g}: output differs bit for bit from the reference"
+            )
+    else:
+        verdict.reasons.extend(interpreter_quant_reasons((codes, scales), (codes_ref, scales_ref)))
+    if run.peaks is not None:
+        fastest = max(forward.per_repeat_metric)
+        if fastest > run.peaks["hbm"]:
+            verdict.reasons.append(
+                f"implausible: {fastest:.4g} GB/s exceeds the {run.gpu_name} HBM peak of {run.peaks['hbm']:g}"
+            )
+    timer_reasons(run, verdict)
+    row.check = FAIL if verdict.reasons else PASS
+    return row, verdict.reasons
+
+
+def mismatch_fraction(candidate: tuple[Any, Any], reference: tuple[Any, Any]) -> float:
+    """Share of output elements (codes and scales) that differ bit for bit; a shape mismatch is 1."""
+    differing, total = 0, 0
+    for got, want in zip(candidate, reference, strict=True):
+        total += want.numel()
+        if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
+            differing += want.numel()
+            continue
+        differing += int((element_bits(got) != element_bits(want)).sum())
+    return differing / total if total else 0.0
+
+
+def element_bits(tensor: Any) -> Any:
+    """One integer per element holding its bit pattern (uint8 for fp8, int32 for fp32)."""
+    import torch
+
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[tensor.element_size()]
+    return tensor.contiguous().view(width).reshape(-1)
+
+
+def interpreter_quant_reasons(candidate: tuple[Any, Any], reference: tuple[Any, Any]) -> list[str]:
+    """The CPU rule. Triton's interpreter rounds fp32→fp8 casts wrongly in two ways: a code may sit
+    one step (one ulp, same sign) from the reference, and a value that should round up to a power of
+    two loses the carry and lands on half of it (code 0x70 → 0x68, subnormal 0x08 → 0x04). Those two,
+    and only those, are forgiven; scales involve no such cast and must match bit for bit. Weaker than
+    the GPU's exact rule, which is why it is announced."""
+    import torch
+
+    (codes, scales), (codes_ref, scales_ref) = candidate, reference
+    if codes.dtype != codes_ref.dtype or tuple(codes.shape) != tuple(codes_ref.shape):
+        return [
+            f"codes are {codes.dtype} {tuple(codes.shape)}, expected {codes_ref.dtype} {tuple(codes_ref.shape)}"
+        ]
+    if not bits_equal(scales, scales_ref):
+        return ["scales differ bit for bit from the reference"]
+    got, want = element_bits(codes).to(torch.int16), element_bits(codes_ref).to(torch.int16)
+    magnitude, magnitude_ref = got & 0x7F, want & 0x7F
+    same_sign = ((got & 0x80) == (want & 0x80)) | ((magnitude == 0) & (magnitude_ref == 0))
+    one_step = (magnitude - magnitude_ref).abs() <= 1
+    value, value_ref = codes.float().reshape(-1).abs(), codes_ref.float().reshape(-1).abs()
+    power_of_two = torch.frexp(value_ref).mantissa == 0.5
+    lost_carry = power_of_two & (value == value_ref / 2)
+    bad = ~same_sign | ~(one_step | lost_carry) | (magnitude == 0x7F)
+    if bool(bad.any()):
+        return [
+            f"{int(bad.sum())} fp8 codes differ from the reference beyond the interpreter's rounding faults"
+        ]
+    return []
+
+
+def timer_reasons(run: Run, verdict: Verdict) -> None:
+    replaced = run.clock.replaced()
+    if replaced:
+        verdict.reasons.append(f"timer replaced: {', '.join(replaced)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse would exit 2, which this harness reserves for "no GPU for a GPU-only op".
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(
+        description=f"Quick validation harness for {OP} ({BACKEND} backend); writes the gate CSV."
+    )
+    parser.add_argument("--summary-csv", required=True, type=Path, help="where to write the per-shape CSV")
+    parser.add_argument(
+        "--shapes-file", required=True, type=Path, help="YAML list of {label, B?, M, N?, K, dist?}"
+    )
+    parser.add_argument("--repeats", type=int, help="timed repeats per shape (default: GPU 20, CPU 3)")
+    parser.add_argument("--iters-per-repeat", type=int, help="timed calls per repeat (default: GPU 5, CPU 1)")
+    parser.add_argument("--forward-only", action="store_true", help="skip the backward (its columns are nan)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    args = parser.parse_args(argv)
+    for name in ("repeats", "iters_per_repeat"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def check_placeholders() -> GemmOp | QuantOp:
+    """`git campaign prepare` fills OP and BACKEND in; a copy that still has them cannot run."""
+    if OP.startswith("__") or BACKEND.startswith("__"):
+        raise UsageError(
+            "OP and BACKEND are still placeholders; `git campaign prepare` fills them in "
+            '(for a manual copy, set the lines to e.g. OP = "gemm" and BACKEND = "triton")'
+        )
+    if OP not in OPS:
+        raise UsageError(f"OP = {OP!r} is not one of {', '.join(OPS)}")
+    if BACKEND not in BACKENDS:
+        raise UsageError(f"BACKEND = {BACKEND!r} is not one of {', '.join(BACKENDS)}")
+    return OPS[OP]
+
+
+def load_kernels(op: GemmOp | QuantOp, cuda: bool) -> ModuleType:
+    """Import THIS repository's kernels with the campaign's backend (env set before the import)."""
+    os.environ[op.env_var] = BACKEND
+    if not cuda:
+        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(REPO_ROOT))
+    return importlib.import_module(op.module)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        op = check_placeholders()
+        args = parse_args(argv)
+        try:
+            import yaml
+
+            data = yaml.safe_load(args.shapes_file.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise UsageError(f"cannot read the shape file {args.shapes_file}: {exc}") from exc
+        shapes = parse_shapes(data, str(args.shapes_file), op.grouped, op.quant)
+    except UsageError as exc:
+        print(f"quick_test_bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if not cuda and BACKEND in op.cuda_only_backends:
+        print(
+            f"quick_test_bench: {OP} with the {BACKEND} backend needs a CUDA GPU, and none is visible",
+            file=sys.stderr,
+        )
+        return EXIT_NO_GPU
+    if not cuda:
+        print(
+            "quick_test_bench: no CUDA GPU: Triton interpreter (TRITON_INTERPRET=1), fp16 instead of bf16 "
+            "(bf16 is wrong in the interpreter), figures are CPU figures",
+            file=sys.stderr,
+        )
+    device = torch.device("cuda" if cuda else "cpu")
+    clock = Clock(device)
+    kernels = load_kernels(op, cuda)
+    gpu_name, peaks = device_peaks(device)
+    print(f"quick_test_bench: {OP} ({BACKEND}) from {REPO_ROOT}; clock: {clock.name}", file=sys.stderr)
+    if cuda and peaks is None:
+        print(
+            f"quick_test_bench: no datasheet peak known for {gpu_name}: no plausibility check",
+            file=sys.stderr,
+        )
+    if isinstance(op, GemmOp) and op.granularity is not None and not cuda:
+        print(
+            "quick_test_bench: fp8 on the CPU: the interpreter rounds fp32->fp8 casts wrongly (a carry into "
+            "a power of two is lost, halving the value), which costs several dB of SNR; the thresholds are "
+            "the GPU's, so expect FAIL here: only a GPU run judges fp8 accuracy",
+            file=sys.stderr,
+        )
+    if op.quant and not cuda:
+        print(
+            "quick_test_bench: CPU check is weaker: fp8 codes may differ from the reference by one step or "
+            "by a carry into a power of two that was lost (the interpreter rounds fp32->fp8 casts wrongly); scales must match bit "
+            "for bit; Check on a GPU demands mismatch_frac = 0",
+            file=sys.stderr,
+        )
+    run = Run(
+        op,
+        kernels,
+        device,
+        torch.bfloat16 if cuda else torch.float16,
+        clock,
+        args.repeats or (20 if cuda else 3),
+        args.iters_per_repeat or (5 if cuda else 1),
+        args.forward_only,
+        args.seed,
+        peaks,
+        gpu_name,
+    )
+    startup = clock.replaced()
+    run_shape: Callable[[Run, Shape, int], tuple[GemmRow | QuantRow, list[str]]] = (
+        run_quant_shape if op.quant else run_gemm_shape
+    )
+    header = QUANT_HEADER if op.quant else GEMM_HEADER
+    lines = [header + "\n"]
+    print(header, flush=True)
+    all_pass = True
+    for index, shape in enumerate(shapes):
+        row: GemmRow | QuantRow
+        try:
+            row, reasons = run_shape(run, shape, index)
+            if startup:
+                reasons.insert(0, f"timer replaced when the kernels were imported: {', '.join(startup)}")
+                row.check = FAIL
+        except Exception:
+            print(f"quick_test_bench: {shape.label}: ERROR\n{traceback.format_exc()}", file=sys.stderr)
+            row = (
+                QuantRow(shape.label, shape.M, shape.K, ERROR)
+                if op.quant
+                else GemmRow(shape.label, shape.B or 1, shape.M, shape.N or 0, shape.K, ERROR)
+            )
+            reasons = []
+        for reason in reasons:
+            print(f"quick_test_bench: {shape.label}: FAIL: {reason}", file=sys.stderr)
+        all_pass &= row.check == PASS
+        lines.append(csv_line(row))
+        print(csv_line(row), end="", flush=True)
+    args.summary_csv.parent.mkdir(parents=True, exist_ok=True)
+    args.summary_csv.write_text("".join(lines))
+    return EXIT_OK if all_pass else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,535 @@
+"""Grouped GEMM for mixture-of-experts layers: rows of group g of `a` times expert weight `b[g]`ᵀ.
+
+    out[rows of g] = a[rows of g] @ b[g]ᵀ      a: (ΣM) x K sorted by group, b: G x N x K
+Forward and backward:
+    dA[rows of g] = dout[rows of g] @ b[g]     (the forward kernel on the view bᵀ)
+    dB[g]         = dout[rows of g]ᵀ @ a[rows of g]   (zero for an empty group)
+
+Per-group row counts come from `group_sizes`, an int64 device tensor, and stay runtime values: no
+group size is a compile-time constant, none is assumed a tile multiple or non-zero, and the forward
+never reads them on the host (no `.item()`, no sync; see `_check_group_sum` for the one check that
+would need the values).
+
+Forward algorithm (`_grouped_matmul_nt_kernel`): the grid is sized by an upper bound of row tiles
+that needs only host-known numbers, cdiv(ΣM, BLOCK_M) + G (each group wastes at most one partial
+tile), times the column tiles. Each program loads all G sizes in one vector (G padded to G_POW2, a
+compile-time constant: the number of experts is fixed per model; the sizes stay runtime values),
+takes cumulative sums of rows and of row tiles, and picks the group whose tiles contain its row
+tile; programs past the real tile count exit at once. Rows past the group's end are clamped to its
+last row so loads need no mask (the store is masked); column and K tails are masked only when N or
+K is not a block multiple. Tile order is swizzled in GROUP_M-tall bands for L2 reuse as in
+`kernels.gemm`.
+Grid: ((cdiv(ΣM, BLOCK_M) + G) * cdiv(N, BLOCK_N),).
+Pointers (element strides, any layout):
+    a_ptr      A, ΣM x K, (m, k) at m * stride_am + k * stride_ak
+    b_ptr      B, G x N x K, (g, n, k) at g * stride_bg + n * stride_bn + k * stride_bk
+    c_ptr      C, ΣM x N, (m, n) at m * stride_cm + n * stride_cn (every element written)
+    sizes_ptr  G int64 row counts, in the order groups appear in A (negative counts read as 0)
+
+Weight-gradient algorithm (`_grouped_db_kernel`): one program per (N tile, K tile, group) reduces
+over that group's rows in BLOCK_M steps, rows masked at the group's end (N and K tails masked when
+not a block multiple); an empty group runs no step and stores zeros. (N, K) tiles are swizzled in
+GROUP_M-tall bands like the forward. Grid: (cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K), G).
+Pointers:
+    dout_ptr   ΣM x N, (m, n) at m * stride_dm + n * stride_dn
+    a_ptr      ΣM x K, (m, k) at m * stride_am + k * stride_ak
+    db_ptr     G x N x K, (g, n, k) at g * stride_bg + n * stride_bn + k * stride_bk (every element written)
+    sizes_ptr  G int64 row counts
+
+Row offsets are int64 before they multiply a stride. Backend:
+`KERNELS_GROUPED_GEMM_BACKEND=triton|torch` (torch = `torch._grouped_mm` on sm90 with bf16, else a
+loop of matmuls). Pin one config with
+`KERNELS_GROUPED_GEMM_CONFIG` (forward/dA kernel) and `KERNELS_GROUPED_GEMM_DB_CONFIG` (dB kernel).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from gitcampaign.shapes import DISTRIBUTIONS
+from kernels._common import backend, pick_configs
+
+BACKEND_ENV = "KERNELS_GROUPED_GEMM_BACKEND"
+CONFIG_ENV = "KERNELS_GROUPED_GEMM_CONFIG"
+DB_CONFIG_ENV = "KERNELS_GROUPED_GEMM_DB_CONFIG"
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> triton.Config:
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
+    )
+
+
+def _hopper_configs() -> list[triton.Config]:
+    """Forward/dA candidates for sm90; per-expert M is often ~1k rows, so mid-size tiles matter more."""
+    return [
+        # Large tiles for large experts: two warpgroups, 3-4 stages of 32-48 KiB operands.
+        _config(128, 256, 64, 8, 3),
+        _config(128, 128, 64, 8, 4),
+        _config(128, 128, 64, 8, 3),
+        # 64-row tiles: less padding in the last, partial tile of each group.
+        _config(64, 128, 64, 4, 4),
+        _config(64, 256, 64, 8, 3),
+        _config(128, 64, 64, 4, 4),
+    ]
+
+
+def _hopper_db_configs() -> list[triton.Config]:
+    """dB candidates: BLOCK_N x BLOCK_K output tiles; BLOCK_M is the step along the group's rows."""
+    return [
+        # Large output tiles, 64-row steps: 48 KiB of operands per stage, 3 stages fit.
+        _config(64, 128, 256, 8, 3),
+        _config(64, 256, 128, 8, 3),
+        # Square tiles with deeper pipelining for long (hot-expert) reductions.
+        _config(64, 128, 128, 8, 4),
+        _config(64, 128, 128, 4, 4),
+        # Small output tiles: enough programs when N x K per expert is small.
+        _config(64, 64, 128, 4, 4),
+    ]
+
+
+# The interpreter runs one config (autotuning cannot time there); 64-wide tiles keep it fast.
+_CPU_CONFIG = _config(64, 64, 64, 4, 1)
+
+
+@triton.autotune(
+    configs=pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV),
+    key=["M_total", "N", "K", "G", "stride_ak", "stride_bk", "INPUT_PRECISION"],
+)
+@triton.heuristics(
+    {
+        "EVEN_N": lambda meta: meta["N"] % meta["BLOCK_N"] == 0,
+        "EVEN_K": lambda meta: meta["K"] % meta["BLOCK_K"] == 0,
+    }
+)
+@triton.jit
+def _grouped_matmul_nt_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sizes_ptr,
+    M_total,
+    N,
+    K,
+    G,
+    stride_am,
+    stride_ak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    G_POW2: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M_total, BLOCK_M) + G
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pids_per_band = GROUP_M * num_pid_n
+    band = pid // pids_per_band
+    first_pid_m = band * GROUP_M
+    band_height = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % pids_per_band) % band_height
+    pid_n = (pid % pids_per_band) // band_height
+
+    # Find the group whose row tiles contain pid_m from one vector load of all G sizes (negative sizes
+    # count as 0 and rows are clamped to M_total, so a wrong group_sizes cannot reach past ΣM rows).
+    group_ids = tl.arange(0, G_POW2)
+    sizes = tl.maximum(tl.load(sizes_ptr + group_ids, mask=group_ids < G, other=0), 0)
+    tiles = tl.cdiv(sizes, BLOCK_M).to(tl.int32)
+    tiles_end = tl.cumsum(tiles, 0)
+    rows_end = tl.cumsum(sizes, 0)
+    # Groups whose tiles all come before pid_m (empty groups included); G or more: past the last tile.
+    group = tl.sum((tiles_end <= pid_m).to(tl.int32), 0)
+    if group >= G:
+        return
+    in_group = group_ids == group
+    group_size = tl.sum(tl.where(in_group, sizes, 0), 0)
+    row_end = tl.sum(tl.where(in_group, rows_end, 0), 0)
+    first_tile = tl.sum(tl.where(in_group, tiles_end - tiles, 0), 0)
+    row_start = row_end - group_size + (pid_m - first_tile).to(tl.int64) * BLOCK_M
+    row_end = tl.minimum(row_end, M_total)
+    if row_start >= row_end:
+        return
+
+    rows = row_start + tl.arange(0, BLOCK_M)
+    offs_m = tl.minimum(rows, row_end - 1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = (
+        b_ptr
+        + group.to(tl.int64) * stride_bg
+        + cols.to(tl.int64)[None, :] * stride_bn
+        + offs_k[:, None] * stride_bk
+    )
+    # An EVEN_* mask is a constant True the compiler drops (see kernels.gemm: a mask or modulo on the
+    # unit-stride dimension of bᵀ in the dA product would stop vectorised, pipelined loads).
+    col_ok = (cols < N) | tl.full((BLOCK_N,), EVEN_N, tl.int1)
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_ok = (offs_k < K - k * BLOCK_K) | tl.full((BLOCK_K,), EVEN_K, tl.int1)
+        a_tile = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+        b_tile = tl.load(b_ptrs, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc = tl.dot(a_tile, b_tile, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols.to(tl.int64)[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < row_end) & col_ok[None, :])
+
+
+@triton.autotune(
+    configs=pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV),
+    key=["M_total", "N", "K", "G", "stride_dm", "stride_am", "INPUT_PRECISION"],
+)
+@triton.heuristics(
+    {
+        "EVEN_N": lambda meta: meta["N"] % meta["BLOCK_N"] == 0,
+        "EVEN_K": lambda meta: meta["K"] % meta["BLOCK_K"] == 0,
+    }
+)
+@triton.jit
+def _grouped_db_kernel(
+    dout_ptr,
+    a_ptr,
+    db_ptr,
+    sizes_ptr,
+    M_total,
+    N,
+    K,
+    G,
+    stride_dm,
+    stride_dn,
+    stride_am,
+    stride_ak,
+    stride_bg,
+    stride_bn,
+    stride_bk,
+    G_POW2: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    group = tl.program_id(1)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_k = tl.cdiv(K, BLOCK_K)
+    pids_per_band = GROUP_M * num_pid_k
+    first_pid_n = (pid // pids_per_band) * GROUP_M
+    band_height = tl.minimum(num_pid_n - first_pid_n, GROUP_M)
+    pid_n = first_pid_n + (pid % pids_per_band) % band_height
+    pid_k = (pid % pids_per_band) // band_height
+
+    group_ids = tl.arange(0, G_POW2)
+    sizes = tl.maximum(tl.load(sizes_ptr + group_ids, mask=group_ids < G, other=0), 0)
+    group_base = tl.sum(tl.where(group_ids < group, sizes, 0), 0)
+    size = tl.sum(tl.where(group_ids == group, sizes, 0), 0)
+    # Clamped like the forward so a wrong group_sizes never reads past ΣM rows.
+    group_end = tl.minimum(group_base + size, M_total)
+    steps = tl.cdiv(tl.maximum(group_end - group_base, 0), BLOCK_M).to(tl.int32)
+
+    cols_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    n_ok = (cols_n < N) | tl.full((BLOCK_N,), EVEN_N, tl.int1)
+    k_ok = (cols_k < K) | tl.full((BLOCK_K,), EVEN_K, tl.int1)
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for step in range(0, steps):
+        rows = group_base + step * BLOCK_M + tl.arange(0, BLOCK_M)
+        in_group = rows < group_end
+        dout_t = tl.load(
+            dout_ptr + rows[None, :] * stride_dm + cols_n.to(tl.int64)[:, None] * stride_dn,
+            mask=in_group[None, :] & n_ok[:, None],
+            other=0.0,
+        )
+        a_tile = tl.load(
+            a_ptr + rows[:, None] * stride_am + cols_k.to(tl.int64)[None, :] * stride_ak,
+            mask=in_group[:, None] & k_ok[None, :],
+            other=0.0,
+        )
+        acc = tl.dot(dout_t, a_tile, acc, input_precision=INPUT_PRECISION)
+
+    db_ptrs = (
+        db_ptr
+        + group.to(tl.int64) * stride_bg
+        + cols_n.to(tl.int64)[:, None] * stride_bn
+        + cols_k.to(tl.int64)[None, :] * stride_bk
+    )
+    tl.store(db_ptrs, acc.to(db_ptr.dtype.element_ty), mask=n_ok[:, None] & k_ok[None, :])
+
+
+def _input_precision(dtype: torch.dtype) -> str:
+    """fp32 inputs multiply in full fp32 like torch's default matmul; 16-bit inputs ignore the flag."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> None:
+    """Raise ValueError naming the fix for anything checkable from metadata alone (no device sync)."""
+    if a.dim() != 2 or b.dim() != 3:
+        raise ValueError(
+            f"grouped_gemm needs a: (ΣM) x K and b: G x N x K, got {tuple(a.shape)} and {tuple(b.shape)}; "
+            "stack the expert weights with torch.stack"
+        )
+    if a.dtype != b.dtype:
+        raise ValueError(f"grouped_gemm needs one dtype, got a: {a.dtype}, b: {b.dtype}; cast with .to()")
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"grouped_gemm supports {SUPPORTED_DTYPES}, got {a.dtype}; cast with .to(torch.bfloat16)"
+        )
+    if a.shape[1] != b.shape[2]:
+        raise ValueError(
+            f"grouped_gemm needs the same K in a ({tuple(a.shape)}) and b ({tuple(b.shape)}); "
+            "pass expert weights in nn.Linear layout (G x out_features x in_features)"
+        )
+    if b.shape[0] == 0:
+        raise ValueError("grouped_gemm needs at least one group; b has G = 0")
+    if group_sizes.dim() != 1 or group_sizes.shape[0] != b.shape[0]:
+        raise ValueError(
+            f"group_sizes must be 1-D with one entry per group (G = {b.shape[0]}), got shape "
+            f"{tuple(group_sizes.shape)}; build it with make_group_sizes or "
+            "torch.bincount(expert_ids, minlength=G)"
+        )
+    if group_sizes.dtype != torch.int64:
+        raise ValueError(f"group_sizes must be int64, got {group_sizes.dtype}; convert with .to(torch.int64)")
+    if not (a.device == b.device == group_sizes.device):
+        raise ValueError(
+            f"grouped_gemm needs a, b and group_sizes on one device, got {a.device}, {b.device}, "
+            f"{group_sizes.device}; move them with .to(device)"
+        )
+
+
+def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
+    """Check group_sizes is non-negative and sums to the rows of `a`.
+
+    On the CPU the values are in host memory and a wrong sum raises ValueError. On a GPU reading them
+    would stall the stream every call, so the check is `torch._assert_async` (a device-side assert,
+    no host sync); the kernels clamp rows to ΣM, so a wrong sum can never touch memory out of bounds.
+    """
+    if group_sizes.device.type == "cpu":
+        if bool((group_sizes < 0).any()) or int(group_sizes.sum()) != total_rows:
+            raise ValueError(
+                f"group_sizes must be non-negative and sum to a.shape[0] = {total_rows}, got "
+                f"{group_sizes.tolist()}; count rows per expert after sorting a by expert"
+            )
+        return
+    valid = (group_sizes.sum() == total_rows) & (group_sizes >= 0).all()
+    torch._assert_async(valid, "group_sizes must be non-negative and sum to a.shape[0]")
+
+
+def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """out[rows of g] = a[rows of g] @ b[g]ᵀ for a: ΣM x K and b: G x N x K (any strides)."""
+    m_total, k = a.shape
+    groups, n, _ = b.shape
+    out = torch.empty((m_total, n), dtype=a.dtype, device=a.device)
+    if m_total == 0 or n == 0:
+        return out
+    if k == 0:
+        return out.zero_()
+
+    def grid(meta: dict[str, int]) -> tuple[int]:
+        return ((triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    _grouped_matmul_nt_kernel[grid](
+        a,
+        b,
+        out,
+        group_sizes,
+        m_total,
+        n,
+        k,
+        groups,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        b.stride(2),
+        out.stride(0),
+        out.stride(1),
+        G_POW2=triton.next_power_of_2(groups),
+        INPUT_PRECISION=_input_precision(a.dtype),
+    )
+    return out
+
+
+def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """dB[g] = grad_out[rows of g]ᵀ @ a[rows of g] -> G x N x K, zeros for empty groups."""
+    m_total, n = grad_out.shape
+    k = a.shape[1]
+    groups = group_sizes.shape[0]
+    grad_b = torch.empty((groups, n, k), dtype=a.dtype, device=a.device)
+    if n == 0 or k == 0:
+        return grad_b
+    if m_total == 0:
+        return grad_b.zero_()
+
+    def grid(meta: dict[str, int]) -> tuple[int, int]:
+        return (triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"]), groups)
+
+    _grouped_db_kernel[grid](
+        grad_out,
+        a,
+        grad_b,
+        group_sizes,
+        m_total,
+        n,
+        k,
+        groups,
+        grad_out.stride(0),
+        grad_out.stride(1),
+        a.stride(0),
+        a.stride(1),
+        grad_b.stride(0),
+        grad_b.stride(1),
+        grad_b.stride(2),
+        G_POW2=triton.next_power_of_2(groups),
+        INPUT_PRECISION=_input_precision(a.dtype),
+    )
+    return grad_b
+
+
+class _GroupedGemm(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor
+    ) -> torch.Tensor:
+        ctx.save_for_backward(a, b, group_sizes)
+        return _grouped_matmul_nt(a, b, group_sizes)
+
+    @staticmethod
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        a, b, group_sizes = ctx.saved_tensors
+        grad_out = grad_out.to(a.dtype)
+        needs_a, needs_b, _ = ctx.needs_input_grad
+        grad_a = _grouped_matmul_nt(grad_out, b.transpose(1, 2), group_sizes) if needs_a else None
+        grad_b = _grouped_db(grad_out, a, group_sizes) if needs_b else None
+        return grad_a, grad_b, None
+
+
+def _torch_grouped_mm_usable(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch._grouped_mm runs bf16 on sm90 with 16-byte aligned rows (K and N multiples of 8)."""
+    return (
+        hasattr(torch, "_grouped_mm")
+        and a.is_cuda
+        and a.dtype == torch.bfloat16
+        and torch.cuda.get_device_capability(a.device)[0] == 9
+        and a.shape[1] % 8 == 0
+        and b.shape[1] % 8 == 0
+    )
+
+
+def _torch_grouped_gemm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """The vendor reference: torch._grouped_mm where it runs, else one matmul per group."""
+    if _torch_grouped_mm_usable(a, b):
+        ends = torch.cumsum(group_sizes, 0, dtype=torch.int32)
+        result: torch.Tensor = torch._grouped_mm(a, b.transpose(1, 2), offs=ends)
+        return result
+    # The loop needs the sizes on the host (one sync); it is the reference, not the hot path.
+    chunks = a.split(group_sizes.tolist())
+    return torch.cat([chunk @ b[g].T for g, chunk in enumerate(chunks)])
+
+
+def grouped_gemm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """Rows of group g of `a` times `b[g]`ᵀ; differentiable in `a` and `b`.
+
+    a: (ΣM) x K with rows sorted by group; b: G x N x K (one nn.Linear weight per expert); group_sizes:
+    G int64 row counts on the same device, any of them 0 or not a tile multiple. Returns (ΣM) x N in
+    a's dtype (bf16, fp16 or fp32). The backend comes from `KERNELS_GROUPED_GEMM_BACKEND`.
+    """
+    _check_inputs(a, b, group_sizes)
+    _check_group_sum(group_sizes, a.shape[0])
+    if backend(BACKEND_ENV) == "torch":
+        return _torch_grouped_gemm(a, b, group_sizes)
+    result: torch.Tensor = _GroupedGemm.apply(a, b, group_sizes)
+    return result
+
+
+# Spread of the router's logits for the capacity-factor distributions: softmax(0.5 * N(0, 1)) gives a
+# busiest expert ~1.5-2.5x the mean load for 8-32 experts, like a router trained with a balance loss.
+_ROUTER_LOGIT_STD = 0.5
+
+
+def _round_to_total(shares: torch.Tensor, total: int) -> torch.Tensor:
+    """Integer counts proportional to non-negative `shares` that sum exactly to `total`
+    (largest-remainder rounding)."""
+    exact = shares / shares.sum() * total
+    counts = exact.floor()
+    short = total - int(counts.sum())
+    counts[torch.argsort(exact - counts, descending=True)[:short]] += 1
+    return counts.to(torch.int64)
+
+
+def _random_shares(count: int, generator: torch.Generator | None) -> torch.Tensor:
+    """Random positive weights for `count` experts (a lognormal spread, never a zero weight)."""
+    logits = torch.randn(count, generator=generator, dtype=torch.float64)
+    return torch.softmax(logits * _ROUTER_LOGIT_STD, dim=0)
+
+
+def _capacity_limited(shares: torch.Tensor, total: int, capacity_factor: float) -> torch.Tensor:
+    """Rows per expert after a capacity-limited router drops overflow tokens.
+
+    Routing R rows with routed shares p gives expert e min(p_e R, C) rows, capacity C =
+    capacity_factor * R / G. The GEMM sees only kept rows and the caller fixes their number, so R is
+    solved from Σ min(p_e R, C) = total: R = total / Σ min(p_e, cf / G). Busy experts therefore sit
+    at capacity and the rest keep their routed share. top_k only changes how many tokens make the R
+    rows, not this expected per-expert share, so it does not appear here.
+    """
+    groups = shares.shape[0]
+    kept = torch.minimum(shares, torch.full_like(shares, capacity_factor / groups))
+    return _round_to_total(kept, total)
+
+
+def make_group_sizes(
+    dist: str,
+    total: int,
+    groups: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """G int64 row counts summing exactly to `total`, for a distribution of `gitcampaign.shapes`.
+
+    uniform      as equal as possible (the first total % G experts get one row more)
+    top2_cf1.0   routed shares softmax(0.5 * N(0, 1)), capped at capacity factor 1.0 (`_capacity_limited`)
+    top1_cf1.25  the same with capacity factor 1.25
+    hot_half     one random expert holds ceil(total / 2) rows, the others split the rest at random
+    empty_one    one random expert holds 0 rows, the others split all rows at random
+    Randomness comes from `generator`, so each repeat of a benchmark gets a fresh routing.
+    """
+    if dist not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {dist!r}; use one of {', '.join(DISTRIBUTIONS)}")
+    if groups < 1 or total < 0:
+        raise ValueError(f"need groups >= 1 and total >= 0, got groups={groups}, total={total}")
+    if dist == "empty_one" and groups < 2 and total > 0:
+        raise ValueError("empty_one needs at least 2 groups: one stays empty, another takes the rows")
+    if dist == "uniform":
+        sizes = torch.full((groups,), total // groups, dtype=torch.int64)
+        sizes[: total % groups] += 1
+    elif dist in ("top2_cf1.0", "top1_cf1.25"):
+        capacity_factor = 1.0 if dist == "top2_cf1.0" else 1.25
+        sizes = _capacity_limited(_random_shares(groups, generator), total, capacity_factor)
+    else:
+        chosen = int(torch.randint(groups, (1,), generator=generator))
+        others = [g for g in range(groups) if g != chosen]
+        chosen_rows = (total + 1) // 2 if dist == "hot_half" else 0
+        sizes = torch.zeros(groups, dtype=torch.int64)
+        sizes[chosen] = chosen_rows
+        if others:
+            sizes[others] = _round_to_total(_random_shares(len(others), generator), total - chosen_rows)
+        else:
+            sizes[chosen] = total
+    return sizes.to(device)

@@ -1,0 +1,384 @@
+"""FP8 quantisation: one scale per group, saturating round-to-nearest-even casts.
+
+Algorithm. A 2-D input `x` (R rows, C columns; the reduction dimension of the GEMM that will consume
+it is C) is split into groups, each sharing one float32 scale:
+
+- ``rowwise``    one group per row, scales (R, 1);
+- ``blockwise``  1x128 blocks along C, scales (R, ceil(C/128)); the last block of a row may be partial;
+- ``tensorwise`` (private, for gemm_fp8) one group for the whole tensor, scales (1, 1);
+- ``block128``   (private, for gemm_fp8 weights) 128x128 blocks, scales (ceil(R/128), ceil(C/128)).
+
+For a group with absolute maximum ``amax`` the kernel computes, in float32 and in this order::
+
+    scale = max(amax, SCALE_EPS) / FP8_MAX        # IEEE division (tl.math.div_rn), dequant scale
+    inv   = 1.0 / scale                           # IEEE division, once per group
+    q     = fp8(clamp(x_fp32 * inv, -FP8_MAX, FP8_MAX))   # round-to-nearest-even
+
+so ``x ~= q * scale``. FP8_MAX is 448 for e4m3 and 57344 for e5m2; SCALE_EPS = 1e-12. The group
+maximum itself often lands just above FP8_MAX (``476.13 * (1 / (476.13 / 448))`` is 448.00003 in
+float32); round-to-nearest-even still gives 448 there, and the clamp makes saturation explicit
+rather than dependent on each cast's out-of-range rule (NaN for torch's e4m3fn cast, saturation for
+the GPU's satfinite cvt), at one min/max per element. An all-zero group gets
+``scale = SCALE_EPS / FP8_MAX`` (finite, positive) and ``q = 0``, so it dequantises to exact zeros
+and the reciprocal never overflows; SCALE_EPS also keeps denormal group maxima (whose handling
+differs between flush-to-zero and IEEE paths) out of the scale. NaN/Inf inputs are outside the
+contract.
+
+`quantize_fp8_reference` performs the identical float32 operations in torch (tensor-by-tensor IEEE
+divisions, a multiplication, clamp, RNE cast), so on a GPU the Triton backend is bit-exact against
+it (Triton lowers the cast to `cvt.rn.satfinite.e4m3x2.f32` / `.e5m2x2` on sm_89+). Triton's CPU
+interpreter casts float32 to fp8 wrongly in three ways: a rounding carry into the next power of two
+returns half the value, ties round away from zero, and the subnormal/normal boundary truncates;
+the CPU tests allow exactly those deviations and nothing else.
+
+Grid. `_quant_kernel`: axis 0 over row tiles of BLOCK_R rows, axis 1 over column groups of GROUP_C
+columns (128, or the whole row for rowwise). A program reads its tile once when the group fits in one
+chunk of BLOCK_C columns (rowwise rows up to 8192 columns, every 1x128 block), else it reads the group
+twice (amax pass, quantise pass; for contiguous rows the second read is mostly served from L2). For
+a transposed view chunks are 256 columns wide so that a program spans enough memory-contiguous
+rows. With a precomputed amax (tensorwise, after `_amax_kernel`, whose grid is the same tiling) it
+is a single elementwise pass.
+
+Pointer layouts.
+- x: R x C, any strides (stride_xr, stride_xc): a transposed view quantises along the other dim.
+- q: R x C, contiguous (row-major), the fp8 type of the requested format.
+- scales: float32, (R, G) or (ceil(R/128), G) or (1, 1), contiguous; G = number of column groups.
+- amax (tensorwise only): float32[1], zero-initialised, reduced with atomic max.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._common import backend, pick_configs
+
+BACKEND_ENV = "KERNELS_QUANT_BACKEND"
+CONFIG_ENV = "KERNELS_QUANT_CONFIG"
+
+SCALE_EPS = 1e-12
+BLOCK = 128
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+PUBLIC_GRANULARITIES = ("rowwise", "blockwise")
+GRANULARITIES = ("tensorwise", "rowwise", "blockwise", "block128")
+INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# The widest chunk of a row held in registers at once; longer rows are read in chunks.
+MAX_BLOCK_C = 8192
+# For a transposed view (rows contiguous in memory) narrow chunks leave room for >= 16 rows per
+# program, i.e. >= 32 contiguous bytes per memory transaction instead of 2-8.
+STRIDED_BLOCK_C = 256
+
+
+def _configs() -> list[triton.Config]:
+    """Elements per program x warps: 4-16K elements (8-32 KB of bf16) per program keeps enough bytes
+    in flight per SM to saturate HBM; warps are chosen so a thread holds 32-64 fp32 values, enough
+    for 16-byte vector loads without spilling registers."""
+    return [
+        triton.Config({"ELEMS": elems}, num_warps=warps)
+        for elems, warps in ((4096, 4), (8192, 4), (8192, 8), (16384, 8), (16384, 16))
+    ]
+
+
+# The interpreter runs one program at a time: the largest tile means the fewest Python-level programs.
+_CPU_CONFIG = triton.Config({"ELEMS": 16384}, num_warps=4)
+
+
+@triton.jit
+def _scale_and_inverse(amax, FP8_MAX: tl.constexpr, EPS: tl.constexpr):
+    """The documented scale rule; IEEE divisions (not Triton's default approximate `/` for fp32) so
+    that torch's tensor-by-tensor division reproduces it bit for bit."""
+    scale = tl.math.div_rn(tl.maximum(amax, EPS), FP8_MAX)
+    inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)
+    return scale, inv
+
+
+@triton.jit
+def _quantize_tile(x, inv, FP8_MAX: tl.constexpr):
+    """Scale and saturate; the caller's cast to fp8 rounds to nearest even."""
+    return tl.clamp(x * inv, -FP8_MAX, FP8_MAX)
+
+
+@triton.jit
+def _amax_kernel(
+    x_ptr,
+    amax_ptr,
+    R,
+    C,
+    stride_xr,
+    stride_xc,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """Tensor-wide |x| maximum: each program reduces one tile and folds it in with an atomic max."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rows[:, None] < R) & (cols[None, :] < C)
+    offsets = rows.to(tl.int64)[:, None] * stride_xr + cols.to(tl.int64)[None, :] * stride_xc
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    tl.atomic_max(amax_ptr, tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+
+
+@triton.jit
+def _quant_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    amax_ptr,
+    R,
+    C,
+    stride_xr,
+    stride_xc,
+    stride_sr,
+    FP8_MAX: tl.constexpr,
+    EPS: tl.constexpr,
+    GROUP_C: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    GROUP_R: tl.constexpr,
+    GIVEN_AMAX: tl.constexpr,
+    ELEMS: tl.constexpr,
+):
+    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile)."""
+    BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
+    NUM_CHUNKS: tl.constexpr = (GROUP_C + BLOCK_C - 1) // BLOCK_C
+    pid_r = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    row_mask = rows < R
+    x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xr
+    q_rows = q_ptr + rows.to(tl.int64)[:, None] * C
+    col0 = pid_c * GROUP_C
+    chunk = tl.arange(0, BLOCK_C)
+
+    if NUM_CHUNKS == 1:
+        cols = col0 + chunk
+        mask = row_mask[:, None] & (cols[None, :] < C)
+        x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
+        x = x.to(tl.float32)
+        if GIVEN_AMAX:
+            amax = tl.load(amax_ptr + tl.zeros([BLOCK_R], tl.int32))
+        elif GROUP_R == 1:
+            amax = tl.max(tl.abs(x), axis=1)
+        else:
+            amax = tl.zeros([BLOCK_R], tl.float32) + tl.max(tl.max(tl.abs(x), axis=1), axis=0)
+        scale, inv = _scale_and_inverse(amax, FP8_MAX, EPS)
+        q = _quantize_tile(x, inv[:, None], FP8_MAX)
+        tl.store(q_rows + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    else:
+        if GIVEN_AMAX:
+            amax = tl.load(amax_ptr + tl.zeros([BLOCK_R], tl.int32))
+        else:
+            running = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+            for c in range(0, NUM_CHUNKS):
+                cols = col0 + c * BLOCK_C + chunk
+                mask = row_mask[:, None] & (cols[None, :] < C)
+                x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
+                running = tl.maximum(running, tl.abs(x.to(tl.float32)))
+            amax = tl.max(running, axis=1)
+            if GROUP_R != 1:
+                amax = tl.zeros([BLOCK_R], tl.float32) + tl.max(amax, axis=0)
+        scale, inv = _scale_and_inverse(amax, FP8_MAX, EPS)
+        for c in range(0, NUM_CHUNKS):
+            cols = col0 + c * BLOCK_C + chunk
+            mask = row_mask[:, None] & (cols[None, :] < C)
+            x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
+            q = _quantize_tile(x.to(tl.float32), inv[:, None], FP8_MAX)
+            tl.store(q_rows + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+
+    if GIVEN_AMAX:
+        # One scale for the whole tensor: the first program writes it.
+        first = (pid_r == 0) & (pid_c == 0)
+        tl.store(s_ptr + tl.arange(0, BLOCK_R), scale, mask=(tl.arange(0, BLOCK_R) == 0) & first)
+    elif GROUP_R == 1:
+        tl.store(s_ptr + rows.to(tl.int64) * stride_sr + pid_c, scale, mask=row_mask)
+    else:
+        lane = tl.arange(0, BLOCK_R)
+        tl.store(s_ptr + pid_r.to(tl.int64) * stride_sr + pid_c + lane, scale, mask=lane == 0)
+
+
+_quant_kernel_tuned = triton.autotune(
+    configs=pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV),
+    key=["R", "C", "GROUP_C", "BLOCK_C", "FP8_MAX"],
+)(_quant_kernel)
+
+
+def _check_input(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> None:
+    """Reject inputs the kernels do not handle, naming the fix."""
+    if granularity not in GRANULARITIES:
+        raise ValueError(
+            f"granularity={granularity!r} is not supported; use one of {', '.join(PUBLIC_GRANULARITIES)}"
+        )
+    if fp8_dtype not in FP8_MAX:
+        raise ValueError(
+            f"fp8_dtype={fp8_dtype} is not an fp8 format; use torch.float8_e4m3fn or torch.float8_e5m2"
+        )
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be a 2-D (rows x K) tensor, got {shape}; reshape it with x.reshape(-1, K)")
+    if x.dtype not in INPUT_DTYPES:
+        raise ValueError(
+            f"x has dtype {x.dtype}; convert it to torch.bfloat16 (fp16 and fp32 are also accepted)"
+        )
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"x has shape {tuple(x.shape)}; quantise a tensor with at least one element")
+
+
+def _scale_shape(rows: int, cols: int, granularity: str) -> tuple[int, int]:
+    """Shape of the float32 scales for an R x C input."""
+    groups = math.ceil(cols / BLOCK)
+    return {
+        "tensorwise": (1, 1),
+        "rowwise": (rows, 1),
+        "blockwise": (rows, groups),
+        "block128": (math.ceil(rows / BLOCK), groups),
+    }[granularity]
+
+
+def _quantize_triton(
+    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Launch the quantiser for any of the four granularities; see the module docstring for layouts."""
+    rows, cols = x.shape
+    q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty(_scale_shape(rows, cols, granularity), dtype=torch.float32, device=x.device)
+    fp8_max = FP8_MAX[fp8_dtype]
+    common = dict(FP8_MAX=fp8_max, EPS=SCALE_EPS)
+    if granularity in ("rowwise", "blockwise"):
+        group_c = cols if granularity == "rowwise" else BLOCK
+        widest = MAX_BLOCK_C if x.stride(1) == 1 or cols == 1 else STRIDED_BLOCK_C
+        block_c = min(triton.next_power_of_2(group_c), widest)
+
+        def grid(meta: dict[str, int]) -> tuple[int, int]:
+            return (triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)), triton.cdiv(cols, group_c))
+
+        _quant_kernel_tuned[grid](
+            x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
+            GROUP_C=group_c, BLOCK_C=block_c, GROUP_R=1, GIVEN_AMAX=False, **common,
+        )  # fmt: skip
+    elif granularity == "block128":
+        grid_2d = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
+        _quant_kernel[grid_2d](
+            x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
+            GROUP_C=BLOCK, BLOCK_C=BLOCK, GROUP_R=BLOCK, GIVEN_AMAX=False, ELEMS=BLOCK * BLOCK,
+            num_warps=8, **common,
+        )  # fmt: skip
+    else:
+        amax = torch.zeros(1, dtype=torch.float32, device=x.device)
+        tile_r, tile_c = 32, 256
+        grid_2d = (triton.cdiv(rows, tile_r), triton.cdiv(cols, tile_c))
+        _amax_kernel[grid_2d](
+            x, amax, rows, cols, x.stride(0), x.stride(1), BLOCK_R=tile_r, BLOCK_C=tile_c, num_warps=8
+        )
+        _quant_kernel[grid_2d](
+            x, q, scales, amax, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
+            GROUP_C=tile_c, BLOCK_C=tile_c, GROUP_R=tile_r, GIVEN_AMAX=True, ELEMS=tile_r * tile_c,
+            num_warps=8, **common,
+        )  # fmt: skip
+    return q, scales
+
+
+def _group_amax(x32: torch.Tensor, granularity: str) -> torch.Tensor:
+    """|x| maximum of every group, shaped like the scales (max is exact, so any order agrees)."""
+    rows, cols = x32.shape
+    if granularity == "tensorwise":
+        return x32.abs().amax().reshape(1, 1)
+    if granularity == "rowwise":
+        return x32.abs().amax(dim=1, keepdim=True)
+    groups = math.ceil(cols / BLOCK)
+    padded = torch.nn.functional.pad(x32.abs(), (0, groups * BLOCK - cols))
+    if granularity == "blockwise":
+        return padded.reshape(rows, groups, BLOCK).amax(dim=2)
+    row_blocks = math.ceil(rows / BLOCK)
+    padded = torch.nn.functional.pad(padded, (0, 0, 0, row_blocks * BLOCK - rows))
+    return padded.reshape(row_blocks, BLOCK, groups, BLOCK).amax(dim=(1, 3))
+
+
+def group_shape(granularity: str, rows: int, cols: int) -> tuple[int, int]:
+    """Rows x columns of x that share one scale."""
+    return {
+        "tensorwise": (rows, cols),
+        "rowwise": (1, cols),
+        "blockwise": (1, BLOCK),
+        "block128": (BLOCK, BLOCK),
+    }[granularity]
+
+
+def expand_scales(scales: torch.Tensor, granularity: str, rows: int, cols: int) -> torch.Tensor:
+    """Broadcast group scales back to an R x C tensor (for dequantising: x ~= q * expanded)."""
+    group_rows, group_cols = group_shape(granularity, rows, cols)
+    full = scales.repeat_interleave(group_rows, dim=0).repeat_interleave(group_cols, dim=1)
+    return full[:rows, :cols]
+
+
+def _quantize_torch(
+    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 operations of the Triton kernel, in the same order, in torch."""
+    fp8_max = FP8_MAX[fp8_dtype]
+    x32 = x.to(torch.float32)
+    amax = _group_amax(x32, granularity).clamp_min(SCALE_EPS)
+    # Tensor-by-tensor divisions: on CUDA, torch turns `tensor / python_scalar` into a multiply by
+    # the scalar's reciprocal, which is not the kernel's IEEE division.
+    scales = amax / torch.full_like(amax, fp8_max)
+    inv = torch.ones_like(scales) / scales
+    rows, cols = x.shape
+    scaled = x32 * expand_scales(inv, granularity, rows, cols)
+    q = scaled.clamp(-fp8_max, fp8_max).to(fp8_dtype).contiguous()
+    return q, scales
+
+
+def quantize(
+    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantise the rows of a 2-D view (any strides) with any of the four granularities, on the
+    backend KERNELS_QUANT_BACKEND picks. gemm_fp8 calls this for its operands and gradients."""
+    _check_input(x, granularity, fp8_dtype)
+    if backend(BACKEND_ENV) == "torch":
+        return _quantize_torch(x, granularity, fp8_dtype)
+    return _quantize_triton(x, granularity, fp8_dtype)
+
+
+class _QuantizeFP8(torch.autograd.Function):
+    """Quantisation is a rounding step with no useful gradient: outputs are marked non-differentiable."""
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, granularity: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        q, scales = quantize(x, granularity)
+        ctx.mark_non_differentiable(q, scales)
+        return q, scales
+
+    @staticmethod
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad_q: torch.Tensor, grad_scales: torch.Tensor
+    ) -> tuple[None, None]:
+        return None, None
+
+
+def _check_public(granularity: str) -> None:
+    if granularity not in PUBLIC_GRANULARITIES:
+        raise ValueError(
+            f"granularity={granularity!r} is not supported; use one of {', '.join(PUBLIC_GRANULARITIES)}"
+        )
+
+
+def quantize_fp8(x: torch.Tensor, granularity: str = "rowwise") -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M x K, bf16/fp16/fp32) -> (q: float8_e4m3fn M x K, scales: float32), x ~= q * scales.
+
+    rowwise: scales (M, 1); blockwise: 1x128 blocks along K, scales (M, ceil(K/128)).
+    """
+    _check_public(granularity)
+    q, scales = _QuantizeFP8.apply(x, granularity)
+    return q, scales
+
+
+def quantize_fp8_reference(
+    x: torch.Tensor, granularity: str = "rowwise"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The torch backend of quantize_fp8: same float32 operations, so bit-exact on a GPU."""
+    _check_public(granularity)
+    _check_input(x, granularity, torch.float8_e4m3fn)
+    return _quantize_torch(x, granularity, torch.float8_e4m3fn)

@@ -1,0 +1,245 @@
+"""kernels.gemm_fp8: the GEMM kernel against the dequantised product, end-to-end SNR of out/dA/dB
+against float64, backend agreement, input checks.
+
+SNR thresholds (dB of signal power over error power): 25 for e4m3 (3 mantissa bits: each quantised
+operand alone gives ~31 dB on Gaussian data, two operands ~28 dB) and 20 for e5m2 gradients (2
+mantissa bits: ~26 dB alone, ~25 dB with an e4m3 partner); GRAD_FP8_DTYPE says which applies to
+dA/dB. On the CPU the interpreter's float32 -> fp8 cast rounds wrongly on a few percent of values
+(see test_quant.py), which would cost SNR that a GPU does not lose, so the CPU end-to-end tests
+quantise with the reference (KERNELS_QUANT_BACKEND=torch) and the GEMM kernel runs in Triton; the
+GPU tests run the whole Triton path.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import gemm_fp8 as module
+from kernels import quant
+from kernels.gemm_fp8 import GRAD_FP8_DTYPE, gemm_fp8
+
+# The interpreter itself warns on `range(tl.cdiv(K, BLOCK_K))` under NumPy >= 1.25; not our code.
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
+SNR_DB = {torch.float8_e4m3fn: 25.0, torch.float8_e5m2: 20.0}
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# The unmarked tests run wherever the suite runs: in the interpreter on a CPU, natively on a GPU.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def snr_db(got: torch.Tensor, want: torch.Tensor) -> float:
+    """10 log10(|want|^2 / |got - want|^2), in float64."""
+    want = want.detach().double()
+    error = (got.detach().double() - want).pow(2).sum()
+    return float(10 * torch.log10(want.pow(2).sum() / error))
+
+
+def _run(a: torch.Tensor, b: torch.Tensor, granularity: str) -> tuple[torch.Tensor, ...]:
+    """Forward and backward through gemm_fp8 with a fresh random upstream gradient."""
+    a = a.detach().requires_grad_()
+    b = b.detach().requires_grad_()
+    out = gemm_fp8(a, b, granularity)
+    grad_out = torch.randn_like(out, dtype=torch.float32).to(out.dtype)
+    out.backward(grad_out)
+    assert a.grad is not None and b.grad is not None
+    return out, a.grad, b.grad, grad_out
+
+
+def _assert_snr(a: torch.Tensor, b: torch.Tensor, granularity: str) -> None:
+    out, grad_a, grad_b, grad_out = _run(a, b, granularity)
+    a64, b64, g64 = a.double(), b.double(), grad_out.double()
+    grad_threshold = SNR_DB[GRAD_FP8_DTYPE[granularity]]
+    assert out.dtype == torch.bfloat16 and out.shape == (a.shape[0], b.shape[0])
+    assert grad_a.dtype == a.dtype and grad_b.dtype == b.dtype
+    assert snr_db(out, a64 @ b64.t()) >= 25.0
+    assert snr_db(grad_a, g64 @ b64) >= grad_threshold
+    assert snr_db(grad_b, g64.t() @ a64) >= grad_threshold
+
+
+# (M, N, K) on the CPU; the interpreter's speed keeps these <= 256 with 64x64x128 tiles.
+CPU_SHAPES = [
+    (1, 64, 100),  # M=1 and K < 128: one partial K block, wrapped rows in the tile
+    (200, 136, 300),  # nothing a multiple of 64 or 128: edge masks on M, N, K and partial 128-blocks
+    (256, 256, 256),  # aligned: several K iterations, full 128x128 weight blocks
+]
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+@pytest.mark.parametrize(("m", "n", "k"), CPU_SHAPES)
+def test_snr_against_float64(
+    monkeypatch: pytest.MonkeyPatch, granularity: str, m: int, n: int, k: int
+) -> None:
+    """out, dA and dB of the Triton GEMM (reference quantiser, see module doc) vs float64."""
+    monkeypatch.setenv(quant.BACKEND_ENV, "torch")
+    _assert_snr(torch.randn(m, k, device=DEVICE), torch.randn(n, k, device=DEVICE), granularity)
+
+
+def _dequantised64(q: torch.Tensor, scales: torch.Tensor, kind: str) -> torch.Tensor:
+    rows, cols = q.shape
+    return q.double() * quant.expand_scales(scales, kind, rows, cols).double()
+
+
+def _assert_close_to_exact(got: torch.Tensor, want: torch.Tensor) -> None:
+    """fp8 x fp8 products are exact in fp32, so the interpreter's result is the dequantised product
+    up to fp32 summation order (relative 1e-6); any scale-indexing or masking bug is O(1). Hopper's
+    fp8 tensor cores accumulate with ~14 mantissa bits inside a dot (DeepSeek-V3, section 3.3.2),
+    so on a GPU the bound is 2^-14 per addition growing as sqrt(K): 2e-3 over these K <= 300."""
+    tolerance = 2e-3 if got.is_cuda else 1e-6
+    error = torch.linalg.vector_norm(got.double() - want)
+    assert error <= tolerance * torch.linalg.vector_norm(want)
+
+
+@pytest.mark.parametrize(
+    ("granularity", "y_kind", "m", "n", "k"),
+    [
+        ("tensorwise", "tensorwise", 70, 136, 300),  # epilogue scale, K edge
+        ("rowwise", "rowwise", 130, 70, 200),  # per-row/per-column epilogue, M and N edges
+        ("blockwise", "block128", 70, 200, 300),  # 128x128 y scales; N block boundary inside a tile
+        ("blockwise", "blockwise", 65, 130, 260),  # 1x128 y scales (the dB product)
+    ],
+)
+def test_kernel_equals_dequantised_product(granularity: str, y_kind: str, m: int, n: int, k: int) -> None:
+    """With fp32 output the kernel is the exact dequantised product up to fp32 summation order:
+    fp8 x fp8 products are exact in fp32, so any scale indexing or masking bug shows at ~1e-6."""
+    x, sx = quant._quantize_torch(
+        torch.randn(m, k, device=DEVICE), module._X_KIND[granularity], torch.float8_e4m3fn
+    )
+    y, sy = quant._quantize_torch(torch.randn(n, k, device=DEVICE), y_kind, torch.float8_e4m3fn)
+    y_group_n = quant.BLOCK if y_kind == "block128" else 1
+    got = module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.float32)
+    want = _dequantised64(x, sx, module._X_KIND[granularity]) @ _dequantised64(y, sy, y_kind).t()
+    _assert_close_to_exact(got, want)
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_kernel_takes_e5m2_gradients(granularity: str) -> None:
+    """The backward's e5m2 x e4m3 product (tensorwise dA) is exact too."""
+    x, sx = quant._quantize_torch(
+        torch.randn(64, 256, device=DEVICE), module._X_KIND[granularity], torch.float8_e5m2
+    )
+    y, sy = quant._quantize_torch(
+        torch.randn(96, 256, device=DEVICE), module._W_KIND[granularity], torch.float8_e4m3fn
+    )
+    y_group_n = quant.BLOCK if granularity == "blockwise" else 1
+    got = module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.float32)
+    want = (
+        _dequantised64(x, sx, module._X_KIND[granularity])
+        @ _dequantised64(y, sy, module._W_KIND[granularity]).t()
+    )
+    _assert_close_to_exact(got, want)
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch, granularity: str) -> None:
+    """Both backends quantise identically here; the products differ only by bf16 rounding of the
+    dequantised operands in the reference (2^-9 relative), far above 40 dB."""
+    monkeypatch.setenv(quant.BACKEND_ENV, "torch")
+    a, b = torch.randn(96, 200, device=DEVICE), torch.randn(80, 200, device=DEVICE)
+    torch.manual_seed(0)
+    ours = _run(a, b, granularity)
+    monkeypatch.setenv(module.BACKEND_ENV, "torch")
+    torch.manual_seed(0)
+    theirs = _run(a, b, granularity)
+    for mine, ref in zip(ours[:3], theirs[:3], strict=True):
+        assert snr_db(mine, ref) >= 40.0
+
+
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+def test_only_requested_gradients(monkeypatch: pytest.MonkeyPatch, granularity: str) -> None:
+    """A frozen weight gets no gradient and the input still gets the right one; `.sum()` hands the
+    backward a stride-0 (expanded) dOut, which the quantiser must read as it is."""
+    monkeypatch.setenv(quant.BACKEND_ENV, "torch")
+    a = torch.randn(64, 128, device=DEVICE, requires_grad=True)
+    b = torch.randn(80, 128, device=DEVICE)
+    gemm_fp8(a, b, granularity).sum().backward()
+    assert b.grad is None and a.grad is not None
+    want = torch.ones(64, 80, dtype=torch.float64, device=DEVICE) @ b.double()
+    assert snr_db(a.grad, want) >= SNR_DB[GRAD_FP8_DTYPE[granularity]]
+
+
+def test_grad_dtypes_cover_every_granularity() -> None:
+    """The harness reads thresholds from GRAD_FP8_DTYPE: every granularity has an fp8 format."""
+    assert set(GRAD_FP8_DTYPE) == set(GRANULARITIES)
+    assert set(GRAD_FP8_DTYPE.values()) <= {torch.float8_e4m3fn, torch.float8_e5m2}
+
+
+def test_reference_kind_without_cuda() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("describes the CPU fallback")
+    assert module.reference_kind("blockwise") == module.REFERENCE_DEQUANTISED
+
+
+@pytest.mark.parametrize(
+    ("make_inputs", "granularity", "message"),
+    [
+        (lambda: (torch.randn(4, 8), torch.randn(5, 9)), "rowwise", "K must match"),
+        (lambda: (torch.randn(2, 4, 8), torch.randn(5, 8)), "rowwise", "reshape"),
+        (lambda: (torch.randint(0, 3, (4, 8)), torch.randn(5, 8)), "rowwise", "bfloat16"),
+        (lambda: (torch.randn(4, 8), torch.randn(5, 8, dtype=torch.float16)), "rowwise", "cast both"),
+        (lambda: (torch.randn(0, 8), torch.randn(5, 8)), "rowwise", "non-empty"),
+        (lambda: (torch.randn(4, 8), torch.randn(5, 8)), "channelwise", "tensorwise, rowwise, blockwise"),
+    ],
+)
+def test_bad_inputs_raise_with_the_fix(make_inputs: object, granularity: str, message: str) -> None:
+    a, b = make_inputs()  # type: ignore[operator]
+    with pytest.raises(ValueError, match=message):
+        gemm_fp8(a, b, granularity)
+
+
+def test_kernel_rejects_unquantised_operands() -> None:
+    x = torch.randn(4, 8)
+    scales = torch.ones(4, 1)
+    with pytest.raises(ValueError, match="kernels.quant.quantize"):
+        module._matmul_triton(x, scales, x, scales, "rowwise", 1, torch.bfloat16)
+
+
+# (M, N, K) on the GPU: training-size products and the awkward edges.
+GPU_SHAPES = [
+    (4096, 4096, 4096),  # square, tile-aligned
+    (2048, 1024, 4096),  # non-square, dB reduces over M=2048
+    (1, 4096, 1024),  # M=1 (decode-like): dB reduces over a single row
+    (1000, 1000, 1000),  # nothing a multiple of 16 or 128: cuBLAS fallback in the torch backend
+]
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+@pytest.mark.parametrize(("m", "n", "k"), GPU_SHAPES)
+def test_gpu_snr(granularity: str, m: int, n: int, k: int) -> None:
+    """The whole Triton path (Triton quantisers + GEMM) in bf16 on the GPU."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    _assert_snr(a, b, granularity)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("granularity", GRANULARITIES)
+@pytest.mark.parametrize(("m", "n", "k"), [(2048, 4096, 1024), (1000, 1000, 1000)])
+def test_gpu_backends_agree(
+    monkeypatch: pytest.MonkeyPatch, granularity: str, m: int, n: int, k: int
+) -> None:
+    """Triton vs torch._scaled_mm (or its dequantised fallback) on out, dA and dB: the quantisers are
+    bit-identical, so only accumulation order and bf16 output rounding differ (>= 35 dB)."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    ours = _run(a, b, granularity)
+    monkeypatch.setenv(module.BACKEND_ENV, "torch")
+    torch.manual_seed(0)
+    theirs = _run(a, b, granularity)
+    for mine, ref in zip(ours[:3], theirs[:3], strict=True):
+        assert snr_db(mine, ref) >= 35.0
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_reference_kind() -> None:
+    """cuBLAS fp8 takes tensorwise and rowwise on any Hopper; blockwise is reported either way."""
+    assert module.reference_kind("tensorwise") == module.REFERENCE_SCALED_MM
+    assert module.reference_kind("rowwise") == module.REFERENCE_SCALED_MM
+    kind = module.reference_kind("blockwise")
+    assert kind == module.REFERENCE_DEQUANTISED or kind.startswith(module.REFERENCE_BLOCK_SCALED)

@@ -1,0 +1,302 @@
+"""kernels.grouped_gemm against a float64 per-group reference: output, dA, dB, skewed and empty groups,
+layouts, errors, backends, and the group-size generator the harness uses.
+
+On a CPU these run in Triton's interpreter with 64-wide tiles; group sizes below are chosen against
+BLOCK_M = 64 (sizes of 1, 65, a group spanning several tiles, an empty group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+from gitcampaign.shapes import DISTRIBUTIONS
+from kernels.grouped_gemm import _capacity_limited, grouped_gemm, make_group_sizes
+
+# SNR floors (dB): fp16/bf16 per DESIGN.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
+# fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.
+SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def snr_db(reference: torch.Tensor, result: torch.Tensor) -> float:
+    """10·log10(‖ref‖² / ‖ref − out‖²) in float64; NaN anywhere gives NaN, which fails every floor."""
+    reference = reference.detach().double()
+    noise = (reference - result.detach().double()).square().sum()
+    signal = reference.square().sum()
+    if noise == 0:
+        return float("inf")
+    return float(10 * torch.log10(signal / noise))
+
+
+def reference_products(
+    a: torch.Tensor, b: torch.Tensor, sizes: list[int], grad_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """out, dA, dB in float64, one group at a time."""
+    a_groups = a.detach().double().split(sizes)
+    g_groups = grad_out.double().split(sizes)
+    b64 = b.detach().double()
+    out = torch.cat([rows @ b64[g].T for g, rows in enumerate(a_groups)])
+    grad_a = torch.cat([rows @ b64[g] for g, rows in enumerate(g_groups)])
+    grad_b = torch.stack([g_groups[g].T @ a_groups[g] for g in range(len(sizes))])
+    return out, grad_a, grad_b
+
+
+def run_grouped(
+    a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward and backward with a fresh random grad_out; returns out, dA, dB, grad_out."""
+    a = a.detach().requires_grad_(True)
+    b = b.detach().requires_grad_(True)
+    out = grouped_gemm(a, b, group_sizes)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    assert a.grad is not None and b.grad is not None
+    return out, a.grad, b.grad, grad_out
+
+
+def assert_matches_reference(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """Check out, dA and dB against float64; returns dB for further checks."""
+    sizes = group_sizes.tolist()
+    out, grad_a, grad_b, grad_out = run_grouped(a, b, group_sizes)
+    ref_out, ref_da, ref_db = reference_products(a, b, sizes, grad_out)
+    assert out.shape == ref_out.shape and grad_a.shape == a.shape and grad_b.shape == b.shape
+    floor = SNR_FLOOR_DB[a.dtype]
+    for name, ref, got in (("out", ref_out, out), ("dA", ref_da, grad_a), ("dB", ref_db, grad_b)):
+        snr = snr_db(ref, got)
+        assert snr >= floor, f"{name}: SNR {snr:.1f} dB < {floor} dB for sizes {sizes}"
+    for g, size in enumerate(sizes):
+        if size == 0:
+            assert torch.equal(grad_b[g], torch.zeros_like(grad_b[g])), f"dB of empty group {g} is not zero"
+    return grad_b
+
+
+@pytest.fixture
+def nan_poisoned_empty(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make torch.empty return NaN-filled floats, so any output element a kernel skips shows up."""
+    real_empty: Callable[..., torch.Tensor] = torch.empty
+
+    def poisoned(*size: object, **kwargs: object) -> torch.Tensor:
+        tensor = real_empty(*size, **kwargs)
+        return tensor.fill_(float("nan")) if tensor.is_floating_point() else tensor
+
+    monkeypatch.setattr(torch, "empty", poisoned)
+    yield
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_every_distribution_matches_reference(dist: str) -> None:
+    # 200 rows over 4 experts: no distribution gives tile-multiple groups; N = 72 and K = 96 are off
+    # the 64 tile too, so the column and K tails are exercised with every load pattern.
+    generator = torch.Generator().manual_seed(11)
+    group_sizes = make_group_sizes(dist, 200, 4, generator)
+    torch.manual_seed(12)
+    assert_matches_reference(
+        torch.randn(200, 96, dtype=torch.float16), torch.randn(4, 72, 96, dtype=torch.float16), group_sizes
+    )
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [0, 65, 1, 134],  # empty first group, 65 = one tile + 1 row, a 1-row group, a 3-tile group
+        [100, 0, 0, 28],  # two empty groups in the middle (tile schedule skips them)
+        [0, 0, 0, 128],  # all rows in the last group, exactly two tiles
+        [0, 0, 0, 0],  # no rows at all: empty output, dB all zero
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_hand_picked_group_sizes(sizes: list[int], dtype: torch.dtype, nan_poisoned_empty: None) -> None:
+    # torch.empty is NaN-poisoned: every element of out, dA and dB (empty groups too) must be written.
+    torch.manual_seed(13)
+    total = sum(sizes)
+    group_sizes = torch.tensor(sizes, dtype=torch.int64)
+    grad_b = assert_matches_reference(
+        torch.randn(total, 80, dtype=dtype), torch.randn(4, 136, 80, dtype=dtype), group_sizes
+    )
+    assert not grad_b.isnan().any()
+
+
+@pytest.mark.parametrize(
+    ("a_transposed", "b_transposed"),
+    [
+        (True, False),  # a column-major: unit stride along the rows
+        (False, True),  # each expert weight column-major (G x K x N storage): the dA layout of b
+    ],
+)
+def test_strided_inputs(a_transposed: bool, b_transposed: bool) -> None:
+    torch.manual_seed(14)
+    a = (
+        torch.randn(96, 150, dtype=torch.float16).t()
+        if a_transposed
+        else torch.randn(150, 96, dtype=torch.float16)
+    )
+    b = (
+        torch.randn(3, 96, 70, dtype=torch.float16).transpose(1, 2)
+        if b_transposed
+        else torch.randn(3, 70, 96, dtype=torch.float16)
+    )
+    assert_matches_reference(a, b, torch.tensor([64, 0, 86]))
+
+
+def test_single_group_is_a_plain_gemm() -> None:
+    # G = 1 (a dense layer as a grouped GEMM): the group lookup works on a 1-wide vector.
+    torch.manual_seed(16)
+    assert_matches_reference(
+        torch.randn(130, 72, dtype=torch.float16),
+        torch.randn(1, 100, 72, dtype=torch.float16),
+        torch.tensor([130]),
+    )
+
+
+def _inputs(total: int = 8, groups: int = 2, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(total, k), torch.randn(groups, 4, k)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("sizes-too-short", "one entry per group"),
+        ("sizes-wrong-sum", "sum to"),
+        ("sizes-negative", "non-negative"),
+        ("sizes-int32", "int64"),
+        ("sizes-2d", "one entry per group"),
+        ("b-2d", "G x N x K"),
+        ("k-mismatch", "same K"),
+        ("dtype-mismatch", "one dtype"),
+        ("integer-dtype", "supports"),
+        ("no-groups", "at least one group"),
+        ("device-mismatch", "one device"),
+    ],
+)
+def test_bad_inputs_raise_value_error(case: str, message: str) -> None:
+    a, b = _inputs()
+    sizes = torch.tensor([3, 5])
+    if case == "sizes-too-short":
+        sizes = torch.tensor([8])
+    elif case == "sizes-wrong-sum":
+        sizes = torch.tensor([3, 4])
+    elif case == "sizes-negative":
+        sizes = torch.tensor([-1, 9])
+    elif case == "sizes-int32":
+        sizes = sizes.to(torch.int32)
+    elif case == "sizes-2d":
+        sizes = sizes[None, :]
+    elif case == "b-2d":
+        b = b[0]
+    elif case == "k-mismatch":
+        b = torch.randn(2, 4, 12)
+    elif case == "dtype-mismatch":
+        b = b.half()
+    elif case == "integer-dtype":
+        a, b = a.long(), b.long()
+    elif case == "no-groups":
+        b, sizes = torch.randn(0, 4, 16), torch.tensor([], dtype=torch.int64)
+    elif case == "device-mismatch":
+        sizes = sizes.to("meta")
+    with pytest.raises(ValueError, match=message):
+        grouped_gemm(a, b, sizes)
+
+
+def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(15)
+    a, b = torch.randn(150, 64), torch.randn(3, 100, 64)
+    group_sizes = torch.tensor([70, 0, 80])
+    ours = run_grouped(a, b, group_sizes)
+    monkeypatch.setenv("KERNELS_GROUPED_GEMM_BACKEND", "torch")
+    theirs = run_grouped(a, b, group_sizes)
+    floor = SNR_FLOOR_DB[torch.float32]
+    assert snr_db(theirs[0], ours[0]) >= floor
+    for grads in (ours, theirs):
+        _, ref_da, ref_db = reference_products(a, b, [70, 0, 80], grads[3])
+        assert snr_db(ref_da, grads[1]) >= floor and snr_db(ref_db, grads[2]) >= floor
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+@pytest.mark.parametrize(("total", "groups"), [(0, 4), (7, 8), (1000, 8), (32768, 32)])
+def test_make_group_sizes_sums_exactly(dist: str, total: int, groups: int) -> None:
+    # (7, 8): fewer rows than experts; (32768, 32): a DeepSeek-V3 rank at micro-batch 1.
+    sizes = make_group_sizes(dist, total, groups, torch.Generator().manual_seed(16))
+    assert sizes.dtype == torch.int64 and sizes.shape == (groups,)
+    assert int(sizes.sum()) == total and bool((sizes >= 0).all())
+
+
+def test_make_group_sizes_shapes_of_each_distribution() -> None:
+    generator = torch.Generator().manual_seed(17)
+    total, groups = 4096, 8
+    uniform = make_group_sizes("uniform", total + 3, groups, generator)
+    assert int(uniform.max() - uniform.min()) <= 1
+    for _ in range(5):
+        hot = make_group_sizes("hot_half", total, groups, generator)
+        assert int(hot.max()) >= total / 2
+        empty = make_group_sizes("empty_one", total, groups, generator)
+        assert int((empty == 0).sum()) >= 1 and int(empty.sum()) == total
+        for dist in ("top2_cf1.0", "top1_cf1.25"):
+            # A random router is imbalanced, so the busiest expert is above the mean.
+            assert int(make_group_sizes(dist, total, groups, generator).max()) > total // groups
+
+
+def test_capacity_limit_caps_busy_experts() -> None:
+    # Shares 0.5/0.3/0.1/0.1 over 4 experts at cf 1.0: the two busy ones are capped at the same
+    # count and the others keep their routed ratio to it (0.1 / 0.25); the sum stays exact.
+    sizes = _capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 7000, 1.0)
+    assert sizes.tolist() == [2500, 2500, 1000, 1000]
+    # At cf 1.25 only the 0.5 expert overflows its 0.3125 capacity.
+    sizes = _capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 8125, 1.25)
+    assert sizes.tolist() == [3125, 3000, 1000, 1000]
+
+
+def test_make_group_sizes_is_random_per_call_and_reproducible() -> None:
+    generator = torch.Generator().manual_seed(18)
+    first = make_group_sizes("top1_cf1.25", 4096, 16, generator)
+    second = make_group_sizes("top1_cf1.25", 4096, 16, generator)
+    assert not torch.equal(first, second), "each repeat must get a fresh routing"
+    again = make_group_sizes("top1_cf1.25", 4096, 16, torch.Generator().manual_seed(18))
+    assert torch.equal(first, again), "the same seed must give the same routing"
+
+
+@pytest.mark.parametrize(
+    ("dist", "total", "groups", "message"),
+    [
+        ("zipf", 10, 2, "unknown distribution"),
+        ("uniform", 10, 0, "groups >= 1"),
+        ("uniform", -1, 2, "total >= 0"),
+        ("empty_one", 10, 1, "at least 2 groups"),
+    ],
+)
+def test_make_group_sizes_rejects(dist: str, total: int, groups: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_group_sizes(dist, total, groups)
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_bf16_on_gpu(dist: str) -> None:
+    # A Mixtral-like rank at a reduced size: 8 experts, 8192 routed rows, N = 2048, K = 1024.
+    generator = torch.Generator().manual_seed(19)
+    group_sizes = make_group_sizes(dist, 8192, 8, generator, device="cuda")
+    torch.manual_seed(20)
+    a = torch.randn(8192, 1024, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8, 2048, 1024, dtype=torch.bfloat16, device="cuda")
+    assert_matches_reference(a, b, group_sizes)
+
+
+@gpu
+@pytest.mark.gpu
+def test_bf16_odd_groups_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Group sizes off every tile, an empty expert, and the torch reference on the same inputs.
+    torch.manual_seed(21)
+    group_sizes = torch.tensor([0, 1, 127, 129, 1000, 3, 0, 2835], device="cuda")
+    a = torch.randn(4095, 2048, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8, 1536, 2048, dtype=torch.bfloat16, device="cuda")
+    ours = grouped_gemm(a, b, group_sizes)
+    assert_matches_reference(a, b, group_sizes)
+    monkeypatch.setenv("KERNELS_GROUPED_GEMM_BACKEND", "torch")
+    theirs = grouped_gemm(a, b, group_sizes)
+    ref_out, _, _ = reference_products(a, b, group_sizes.tolist(), torch.zeros_like(ours))
+    assert snr_db(ref_out, theirs) >= SNR_FLOOR_DB[torch.bfloat16]
+    assert snr_db(ref_out, ours) >= SNR_FLOOR_DB[torch.bfloat16]

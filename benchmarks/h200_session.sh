@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU measurements behind BENCHMARKS.md, in stages that each fit one 10-minute device call:
+#   bash benchmarks/h200_session.sh STAGE OUTDIR
+# Stages: a (GPU tests with pinned configs; bf16 GEMM full benchmark on Llama-3.1 8B and 70B),
+# b (fp8 GEMM each scaling, grouped GEMM, fp8 quantisation), spread (quick-harness run-to-run spread).
+set -uo pipefail
+stage=$1
+out=${2:-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+log() { echo "== $* ($(date -u +%FT%TZ))"; }
+versions() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, torch.cuda.get_device_name(0))'
+}
+pinned() {
+  # One config per kernel: GPU correctness tests without minutes of autotuning per new shape.
+  env KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3 \
+    KERNELS_GROUPED_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3 \
+    KERNELS_GROUPED_GEMM_DB_CONFIG=BLOCK_M=64,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=3 \
+    KERNELS_GEMM_FP8_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=4 "$@"
+}
+full() {  # full() OP PRESET TIMEOUT
+  log "full_bench $1 $2"
+  timeout "$3" python3 benchmarks/full_bench.py --op "$1" --shapes "$2" --csv "$out/full-$1-${2%%:*}.csv" 2>&1 | tail -22
+}
+case $stage in
+a)
+  versions | tee "$out/versions.txt"
+  log "GPU tests (pinned configs)"
+  pinned timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels tests/test_quick_harness.py \
+    2>&1 | tee "$out/gpu-tests.txt" | tail -15
+  full gemm llama3.1-8b:mbs=1 170
+  full gemm llama3.1-70b:mbs=1 170
+  ;;
+b)
+  versions
+  full gemm_fp8_tensorwise llama3.1-8b:mbs=1 100
+  full gemm_fp8_rowwise llama3.1-8b:mbs=1 100
+  full gemm_fp8_blockwise llama3.1-8b:mbs=1 100
+  full grouped_gemm mixtral-8x7b:mbs=1 110
+  full quantize_fp8_rowwise llama3.1-8b-quant:mbs=1 50
+  full quantize_fp8_blockwise llama3.1-8b-quant:mbs=1 50
+  ;;
+spread)
+  log "quick harness run-to-run spread: five processes of one commit, one pinned config"
+  mkdir -p campaigns/spread
+  sed -e 's/^OP = "__OP__"/OP = "gemm"/' -e 's/^BACKEND = "__BACKEND__"/BACKEND = "triton"/' \
+    gitcampaign/templates/quick_test_bench.py > campaigns/spread/quick_test_bench.py
+  python3 -c 'from gitcampaign.shapes import preset, dump_shapes; print(dump_shapes(preset("llama3.1-8b:mbs=1")[2:4]), end="")' > "$out/spread-shapes.yaml"
+  for i in 1 2 3 4 5; do
+    pinned timeout 100 python3 campaigns/spread/quick_test_bench.py --summary-csv "$out/spread$i.csv" --shapes-file "$out/spread-shapes.yaml" 2>&1 | tail -1
+  done
+  rm -rf campaigns/spread
+  ;;
+*) echo "unknown stage $stage"; exit 3 ;;
+esac

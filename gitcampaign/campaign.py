@@ -181,20 +181,21 @@ class Campaign:
             noted_commit, docs = by_round.get(number, (None, []))
             tip = branches.get(number)
             decision = verdict.standing(docs)
+            round_commit: str | None
             if number in pins:
-                status, commit = STATUS_REJECTED, pins[number]
-                docs = notes.get(commit, docs)
+                status, round_commit = STATUS_REJECTED, pins[number]
+                docs = notes.get(round_commit, docs)
             elif decision and decision["decision"] in C.ACCEPTED:
                 status = STATUS_ACCEPTED if noted_commit in accepted_line else STATUS_PENDING
-                commit = noted_commit
+                round_commit = noted_commit
             elif decision:
-                status, commit = STATUS_PENDING, noted_commit
+                status, round_commit = STATUS_PENDING, noted_commit
             elif tip is not None and tip not in accepted_line:
-                status, commit = STATUS_OPEN, tip
+                status, round_commit = STATUS_OPEN, tip
             else:
-                status, commit = STATUS_EMPTY, None
+                status, round_commit = STATUS_EMPTY, None
             hypothesis = str(decision.get("hypothesis", "")) if decision else ""
             if not hypothesis:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
-            rounds.append(Round(number, status, commit, hypothesis.strip(), docs))
+            rounds.append(Round(number, status, round_commit, hypothesis.strip(), docs))
         return baseline, rounds

@@ -370,13 +370,7 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     from gitcampaign import git as g
     from gitcampaign.commands import hooks as logic
 
-    root = g.root(g.open_repo(_repo(ctx)))
-    if hook == "pre-commit":
-        code, text = logic.run_pre_commit(root)
-    elif hook == "commit-msg":
-        code, text = logic.run_commit_msg(root, Path(args[0]))
-    else:
-        code, text = logic.run_prepare_commit_msg(root, Path(args[0]), *(args[1:3])), ""
+    code, text = logic.run_hook(hook, g.root(g.open_repo(_repo(ctx))), list(args))
     if text:
         click.echo(text, err=True)
     ctx.exit(code)

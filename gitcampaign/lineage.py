@@ -79,7 +79,7 @@ def lineage_rows(campaign: Campaign) -> tuple[dict[str, Any], list[LineageRow]]:
     return baseline, rows
 
 
-def log_table(rows: list[LineageRow], metric: str) -> str:
+def log_table(rows: list[LineageRow], metric: str, tablefmt: str = "simple") -> str:
     def fmt(value: float | None, spec: str) -> str:
         return "" if value is None or not math.isfinite(value) else format(value, spec)
 
@@ -97,4 +97,5 @@ def log_table(rows: list[LineageRow], metric: str) -> str:
             for row in rows
         ],
         headers=["round", "status", "decision", "hypothesis", metric, "vs baseline", "key per-shape deltas"],
+        tablefmt=tablefmt,
     )

@@ -28,6 +28,7 @@ class Shape:
     N: int | None = None
     B: int | None = None
     dist: str | None = None
+    min_snr_db: float | None = None  # tightens the harness's SNR threshold for this shape
 
     def work(self) -> int:
         """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
@@ -36,7 +37,8 @@ class Shape:
     def to_dict(self) -> dict[str, object]:
         """The shape-file mapping, keys in CSV column order."""
         fields = asdict(self)
-        return {key: fields[key] for key in ("label", "B", "M", "N", "K", "dist") if fields[key] is not None}
+        keys = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
+        return {key: fields[key] for key in keys if fields[key] is not None}
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def preset_names() -> list[str]:
 def preset(spec: str) -> list[Shape]:
     """A preset by name; `NAME:mbs=1` (or `mbs=1,2`) keeps only those micro-batch sizes."""
     name, _, option = spec.partition(":")
-    mbs_list = _MBS
+    mbs_list: tuple[int, ...] = _MBS
     if option:
         match = re.fullmatch(r"mbs=(\d+(?:,\d+)*)", option)
         if not match:
@@ -201,10 +203,11 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
             raise CampaignError(
                 f"{where} is not a mapping", "write each shape as {label: ..., M: ..., K: ...}"
             )
-        unknown = set(entry) - {"label", "M", "N", "K", "B", "dist"}
+        unknown = set(entry) - {"label", "M", "N", "K", "B", "dist", "min_snr_db"}
         if unknown:
             raise CampaignError(
-                f"{where} has unknown fields {sorted(unknown)}", "allowed: label, M, N, K, B, dist"
+                f"{where} has unknown fields {sorted(unknown)}",
+                "allowed: label, M, N, K, B, dist, min_snr_db",
             )
         for field in ("label", "M", "K"):
             if field not in entry:
@@ -225,7 +228,10 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
             raise CampaignError(
                 f"{where}: label {label!r} has characters a CSV cell cannot carry", "use [A-Za-z0-9_.+-]"
             )
-        shapes.append(Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), dist))
+        snr = entry.get("min_snr_db")
+        if snr is not None and (not isinstance(snr, (int, float)) or isinstance(snr, bool)):
+            raise CampaignError(f"{where}: min_snr_db = {snr!r} is not a number", "write it in dB, e.g. 45")
+        shapes.append(Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), dist, snr))
     labels = [shape.label for shape in shapes]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
     if duplicated:

@@ -442,3 +442,21 @@ def test_an_address_keyed_cache_fails_on_the_gpu(tmp_path: Path) -> None:
     assert process.returncode == 1, process.stderr
     assert csv_text is not None and rows(csv_text)[0]["Check"] == "FAIL"
     assert "cached: FAIL: out_snr" in process.stderr
+
+
+@pytest.mark.parametrize("granularity", ["rowwise", "blockwise"])
+@pytest.mark.parametrize(("rows", "cols"), [(3, 128), (5, 300), (1, 1)])  # whole blocks, a K tail, a 1x1
+def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows: int, cols: int) -> None:
+    """The harness keeps its own copy of the quantisation rule (a round cannot edit what judges it);
+    it must stay bit-identical to the documented rule in kernels/quant.py."""
+    import torch
+
+    from gitcampaign.templates.quick_test_bench import quantize_reference
+    from kernels.quant import quantize_fp8_reference
+
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows * 31 + cols)) * 7
+    if rows > 1:
+        x[1] = 0  # an all-zero row takes the eps scale
+    ours, kernel_ref = quantize_reference(x, granularity), quantize_fp8_reference(x, granularity)
+    assert torch.equal(ours[0].view(torch.uint8), kernel_ref[0].view(torch.uint8))
+    assert torch.equal(ours[1], kernel_ref[1])

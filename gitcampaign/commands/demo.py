@@ -115,7 +115,13 @@ def _edit(path: Path, edits: tuple[tuple[str, str], ...]) -> None:
 
 
 def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CampaignError(
+            f"demo: `git {' '.join(args[:2])}` failed in {root}:\n{done.stdout}{done.stderr}",
+            "read the hook or git output above; the scratch repo is left as it was for inspection",
+        )
+    return done.stdout
 
 
 def _scratch_repo(root: Path, gpu: bool) -> str:

@@ -26,6 +26,7 @@ from git import Repo
 from gitcampaign import git as gitops
 from gitcampaign.commands.lint import format_finding
 from gitcampaign.constants import MANIFEST_FILE, campaign_dir, main_branch
+from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
 from gitcampaign.lint import lint_source
 
@@ -142,7 +143,8 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
         test_command,
         shell=True,
         cwd=repo_root,
-        env={k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV},
+        # `python` in the command is the interpreter running gitcampaign, as for the harness.
+        env={k: v for k, v in tool_env().items() if k not in REPOSITORY_ENV},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

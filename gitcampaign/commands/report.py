@@ -248,7 +248,7 @@ def _markdown(
         "",
         "## Lineage (rejected rounds included; git notes carry the CSVs and verdicts)",
         "",
-        log_table(rows, metric),
+        log_table(rows, metric, tablefmt="github"),
         "",
         "## Real-training audit",
         "",

@@ -221,6 +221,7 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device("cuda" if cuda else "cpu")
     # Triton's interpreter computes bf16 on raw bits, so the CPU runs fp16 (as the quick harness does).
     dtype = torch.bfloat16 if cuda else torch.float16
+    args.size = args.size or ("real" if cuda else "small")
     block = Block(spec, kernels, SIZES[args.size], device, dtype, args.seed)
     # Mixed precision as Megatron does it: AdamW on fp32 master copies, the compute-dtype weights
     # updated in place from them after each step (same tensors, their `_version` moves).
@@ -306,7 +307,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backend", default="triton", choices=BACKENDS)
     parser.add_argument("--steps", type=int, default=20, help="timed optimiser steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compile, autotune)")
-    parser.add_argument("--size", default="real", choices=sorted(SIZES))
+    parser.add_argument("--size", choices=sorted(SIZES), help="default: real on a GPU, small without one")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights, activations and routing")
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args(argv)

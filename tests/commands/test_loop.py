@@ -72,11 +72,7 @@ def test_init_writes_every_manifest_field(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(root)
     init(root, options())
     manifest = yaml.safe_load(git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/manifest.yaml"))
-    for field in (
-        "target_op target_backend target_lang target_gpu execution_mode project_skill performance_target "
-        "primary_metric target_shapes kernel_source test_command benchmark_command quick_command "
-        "representative_shapes git_commit git_branch max_iterations created"
-    ).split():
+    for field in ["target_op", "target_backend", "target_lang", "target_gpu", "execution_mode", "project_skill", "performance_target", "primary_metric", "target_shapes", "kernel_source", "test_command", "benchmark_command", "quick_command", "representative_shapes", "git_commit", "git_branch", "max_iterations", "created"]:
         assert field in manifest, field
     assert manifest["primary_metric"] == C.METRIC_STEP
     assert "test_kernel.py" in manifest["protected_paths"] and "bench.py" in manifest["protected_paths"]
@@ -209,7 +205,7 @@ def test_cli_wiring(project: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["campaign"] == NAME
     assert runner.invoke(cli, ["-h"]).exit_code == 0
-    for verb in "init prepare baseline round validate accept rollback status log show report demo lint hooks".split():
+    for verb in ["init", "prepare", "baseline", "round", "validate", "accept", "rollback", "status", "log", "show", "report", "demo", "lint", "hooks"]:
         assert verb in runner.invoke(cli, ["-h"]).output
     assert main(["-C", str(project), "show", "9"]) == 1  # user error -> exit 1
 

@@ -1,0 +1,44 @@
+"""The README's first command: the whole loop on a scratch repo, on the CPU (Triton's interpreter)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitcampaign import constants as C
+from gitcampaign.commands.demo import NAME, demo
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
+    lines: list[str] = []
+    root = tmp_path / "demo"
+    demo(root, echo=lines.append)
+    output = "\n".join(lines)
+    decisions = {}
+    for number in (2, 3, 4):
+        commit = (
+            git(root, "rev-parse", C.rejected_ref(NAME, number))
+            if number > 2
+            else git(root, "rev-parse", C.round_branch(NAME, number))
+        )
+        docs = list(yaml.safe_load_all(git(root, "notes", "--ref", C.NOTES_VERDICT, "show", commit.strip())))
+        decisions[number] = (docs[-1]["decision"], docs[-1]["reasons"], docs[-1].get("transfer"))
+    assert decisions[2][0] in C.ACCEPTED  # bigger tiles help
+    assert decisions[2][2] is not None  # the training probe ran on the accepted round
+    assert decisions[3][:2] == (C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION])  # planted slower
+    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])  # planted wrong
+    main_log = git(root, "log", "--format=%s", C.main_branch(NAME))
+    assert main_log.splitlines()[0] == f"campaign {NAME}: report"
+    assert "Notes (campaign/bench)" in output  # the printed lineage carries the CSV notes
+    report = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    assert "T3 max iterations" in report and "planted: wrong" in report
+    assert (root / ".git" / "hooks" / "commit-msg").exists()
+    assert git(root, "status", "--porcelain", "--untracked-files=no") == ""

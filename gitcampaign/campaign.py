@@ -126,8 +126,8 @@ class Campaign:
             raise CampaignError(f"campaign {self.name} has no baseline yet", "run `git campaign baseline`")
         return manifest
 
-    def round_branches(self) -> dict[int, str]:
-        prefix = f"refs/heads/campaign/{self.name}/"
+    def _numbered(self, prefix: str) -> dict[int, str]:
+        """{N: commit} for the refs `prefix` + `round-N`."""
         found = {}
         for ref, sha in g.refs_under(self.repo, prefix).items():
             match = _ROUND.fullmatch(ref[len(prefix) :])
@@ -135,14 +135,11 @@ class Campaign:
                 found[int(match.group(1))] = sha
         return found
 
+    def round_branches(self) -> dict[int, str]:
+        return self._numbered(f"refs/heads/campaign/{self.name}/")
+
     def rejected_pins(self) -> dict[int, str]:
-        prefix = f"refs/campaign/{self.name}/rejected/"
-        found = {}
-        for ref, sha in g.refs_under(self.repo, prefix).items():
-            match = _ROUND.fullmatch(ref[len(prefix) :])
-            if match:
-                found[int(match.group(1))] = sha
-        return found
+        return self._numbered(f"refs/campaign/{self.name}/rejected/")
 
     def next_round_number(self) -> int:
         used = set(self.round_branches()) | set(self.rejected_pins())

@@ -37,7 +37,7 @@ _ORIGINAL_CPU = "_CPU_CONFIG = _config(64, 64, 64, 4, 1)"
 _ORIGINAL_CONFIGS = "configs=pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV),"
 _SMALL_CPU = "_CPU_CONFIG = _config(32, 32, 32, 4, 1)"
 _SMALL_CONFIGS = "configs=pick_configs([_config(64, 64, 32, 4, 2)], _CPU_CONFIG, CONFIG_ENV),"
-_TINY_CPU = "_CPU_CONFIG = _config(16, 16, 16, 1, 1)"
+_TINY_CPU = "_CPU_CONFIG = _config(32, 32, 32, 2, 1)"
 _TINY_CONFIGS = "configs=pick_configs([_config(32, 32, 32, 2, 1)], _CPU_CONFIG, CONFIG_ENV),"
 _K_LOOP = "for k in range(0, tl.cdiv(K, BLOCK_K)):"
 _K_LOOP_SHORT = "for k in range(0, tl.cdiv(K, BLOCK_K) - 1):"
@@ -86,8 +86,8 @@ ROUNDS = (
         ((_SMALL_CPU, _ORIGINAL_CPU), (_SMALL_CONFIGS, _ORIGINAL_CONFIGS)),
     ),
     ScriptedRound(
-        "Tiny tiles raise occupancy (planted: slower)",
-        "16-wide CPU tiles, one 32x32 GPU config",
+        "Small tiles raise occupancy (planted: slower)",
+        "32-wide CPU tiles, one 32x32 GPU config",
         ((_ORIGINAL_CPU, _TINY_CPU), (_ORIGINAL_CONFIGS, _TINY_CONFIGS)),
     ),
     ScriptedRound(

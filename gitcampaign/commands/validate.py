@@ -19,7 +19,15 @@ from git import Repo
 from gitcampaign import constants as C
 from gitcampaign import envinfo, verdict
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_OPEN, STATUS_PENDING, Campaign, Round, resolve
+from gitcampaign.campaign import (
+    STATUS_ACCEPTED,
+    STATUS_OPEN,
+    STATUS_PENDING,
+    STATUS_REJECTED,
+    Campaign,
+    Round,
+    resolve,
+)
 from gitcampaign.decision import PairSample, decide, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.lint import lint_source
@@ -118,7 +126,7 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
             protected.append(path)
     if g.read_file_at(repo, commit, manifest.path) != g.read_file_at(repo, incumbent, manifest.path):
         protected.append(manifest.path)
-    static, suppressed = [], []
+    static, suppressed, info = [], [], []
     for path in g.changed_paths(repo, incumbent, commit):
         content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
         if content is None:
@@ -129,7 +137,9 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
                 static.append(text)
             elif finding.suppressed_reason is not None:
                 suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
-    return {"protected_changed": protected, "static": static, "suppressed": suppressed}
+            else:
+                info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
+    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
 
 
 def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str, decision: str) -> None:
@@ -167,9 +177,14 @@ def validate(
         manifest = campaign.require_baseline()
         incumbent = campaign.accepted_head()
         current = current_round(campaign)
+        g.require_clean(repo, "validate")
         if current.status == STATUS_PENDING and current.decision is not None:
             return _resume(campaign, current)
-        g.require_clean(repo, "validate")
+        if current.status in (STATUS_ACCEPTED, STATUS_REJECTED):
+            raise CampaignError(
+                f"round {current.number} is already {current.status}",
+                f'`git checkout {campaign.main_branch}` and open the next one: git campaign round -m "..."',
+            )
         commit = check_round_shape(
             campaign, current.number, g.rev(repo, campaign.round_branch(current.number)), incumbent
         )

@@ -72,7 +72,26 @@ def test_init_writes_every_manifest_field(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(root)
     init(root, options())
     manifest = yaml.safe_load(git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/manifest.yaml"))
-    for field in ["target_op", "target_backend", "target_lang", "target_gpu", "execution_mode", "project_skill", "performance_target", "primary_metric", "target_shapes", "kernel_source", "test_command", "benchmark_command", "quick_command", "representative_shapes", "git_commit", "git_branch", "max_iterations", "created"]:
+    for field in [
+        "target_op",
+        "target_backend",
+        "target_lang",
+        "target_gpu",
+        "execution_mode",
+        "project_skill",
+        "performance_target",
+        "primary_metric",
+        "target_shapes",
+        "kernel_source",
+        "test_command",
+        "benchmark_command",
+        "quick_command",
+        "representative_shapes",
+        "git_commit",
+        "git_branch",
+        "max_iterations",
+        "created",
+    ]:
         assert field in manifest, field
     assert manifest["primary_metric"] == C.METRIC_STEP
     assert "test_kernel.py" in manifest["protected_paths"] and "bench.py" in manifest["protected_paths"]
@@ -170,7 +189,9 @@ def test_manual_overrides_are_recorded(project: Path) -> None:
     assert result.decision == C.DECISION_REJECT
     main_head = ref(project, f"refs/heads/{C.main_branch(NAME)}")
     assert int(git(project, "rev-list", "--count", main_head).strip()) == int(before) + 1  # never rewritten
-    assert git(project, "rev-parse", f"{main_head}^{{tree}}") == git(project, "rev-parse", f"{slow}^^{{tree}}")
+    assert git(project, "rev-parse", f"{main_head}^{{tree}}") == git(
+        project, "rev-parse", f"{slow}^^{{tree}}"
+    )
     assert ref(project, C.rejected_ref(NAME, 2)) == slow
     assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
 
@@ -205,7 +226,22 @@ def test_cli_wiring(project: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["campaign"] == NAME
     assert runner.invoke(cli, ["-h"]).exit_code == 0
-    for verb in ["init", "prepare", "baseline", "round", "validate", "accept", "rollback", "status", "log", "show", "report", "demo", "lint", "hooks"]:
+    for verb in [
+        "init",
+        "prepare",
+        "baseline",
+        "round",
+        "validate",
+        "accept",
+        "rollback",
+        "status",
+        "log",
+        "show",
+        "report",
+        "demo",
+        "lint",
+        "hooks",
+    ]:
         assert verb in runner.invoke(cli, ["-h"]).output
     assert main(["-C", str(project), "show", "9"]) == 1  # user error -> exit 1
 
@@ -217,3 +253,25 @@ def test_validate_json_fields(project: Path, capsys: pytest.CaptureFixture[str])
     for key in ("decision", "reasons", "round", "ratio", "ci", "shapes"):
         assert key in data
     assert data["decision"] == C.DECISION_ACCEPT and len(data["ci"]) == 2
+
+
+def test_gates_reject_before_any_measurement(project: Path) -> None:
+    """Hooks can be skipped (--no-verify), so validate re-runs the static and integrity gates."""
+    open_round(project, None, "cache the output")
+    set_kernel(project, 500)
+    with open(project / "kernel.py", "a") as kernel:
+        kernel.write("_cache = {}\n\n\ndef op(x):\n    if id(x) in _cache:\n        return _cache[id(x)]\n")
+    git(project, "commit", "-q", "--no-verify", "-am", "Hypothesis: cache\nChange: memo")
+    result = validate(project, None)
+    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_STATIC_CHECK])
+    assert result.shapes == {}  # nothing was measured
+    docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
+    assert any("W2" in finding for finding in docs[-1]["gates"]["static"])
+
+    open_round(project, None, "a friendlier harness")
+    (project / "bench.py").write_text((project / "bench.py").read_text().replace("speed = ", "speed = 2 * "))
+    git(project, "commit", "-q", "-am", "Hypothesis: h\nChange: harness")
+    result = validate(project, None)
+    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+    docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
+    assert docs[-1]["gates"]["protected_changed"] == ["bench.py"]

@@ -145,10 +145,16 @@ def test_killed_while_measuring_leaves_the_round_open(project: Path, monkeypatch
 def test_concurrent_commands_refuse_while_locked(project: Path) -> None:
     commit_round(project, "faster", 110)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from gitcampaign import git as g\n"
-         "with g.campaign_lock(g.open_repo(sys.argv[1]), sys.argv[2]):\n print('held', flush=True); time.sleep(30)",
-         str(project), NAME],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from gitcampaign import git as g\n"
+            "with g.campaign_lock(g.open_repo(sys.argv[1]), sys.argv[2]):\n print('held', flush=True); time.sleep(30)",
+            str(project),
+            NAME,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -212,3 +218,12 @@ def test_csv_note_is_never_overwritten(project: Path) -> None:
     with pytest.raises(Exception):  # noqa: B017 - git refuses: "Cannot add notes. Found existing notes"
         g.write_note(repo, C.NOTES_BENCH, head, b"other")
     assert g.read_note(repo, C.NOTES_BENCH, head) == original
+
+
+def test_validating_a_decided_round_names_the_next_step(project: Path) -> None:
+    commit_round(project, "faster", 110)
+    validate(project, None)
+    git(project, "checkout", "-q", C.round_branch(NAME, 2))
+    with pytest.raises(CampaignError, match="round 2 is already accepted") as info:
+        validate(project, None)
+    assert "git campaign round" in info.value.hint

@@ -62,6 +62,7 @@ BACKENDS = ("triton", "torch")
 DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
 SHAPE_FIELDS = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current GPU's L2 (H200: 50 MB)
+LAUNCH_COVER_CYCLES = 2_000_000  # ~1 ms of GPU spin at ~2 GHz, longer than any op's host-side launch
 SNR_CHUNK = 1 << 26  # elements per float64 chunk of the SNR sums (512 MB)
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
 
@@ -526,7 +527,9 @@ class Clock:
     @property
     def name(self) -> str:
         return (
-            "CUDA events (L2 flushed before each call)" if self.device.type == "cuda" else "time.perf_counter"
+            "CUDA events (L2 flushed, launch hidden behind a GPU spin, before each call)"
+            if self.device.type == "cuda"
+            else "time.perf_counter"
         )
 
     def replaced(self) -> list[str]:
@@ -554,7 +557,13 @@ class Clock:
             start = self.perf_counter()
             call()
             return (self.perf_counter() - start) * 1e3
+        import torch
+
         self.flush_buffer.zero_()
+        # Keep the GPU busy while the host records the start event and launches the op: on a drained
+        # stream the start event would fire at once and the interval would include the host's launch
+        # latency, which swamps kernels of tens of microseconds (quantisation, small GEMMs).
+        torch.cuda._sleep(LAUNCH_COVER_CYCLES)
         start_event, end_event = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
         start_event.record()
         call()

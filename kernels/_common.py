@@ -45,3 +45,10 @@ def pick_configs(
     if interpreting():
         return [cpu_config]
     return configs
+
+
+def matmul_config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> triton.Config:
+    """A tiled-matmul config: BLOCK_M x BLOCK_N output tile, BLOCK_K reduction step, GROUP_M swizzle."""
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
+    )

@@ -39,16 +39,11 @@ import triton
 import triton.language as tl
 
 from kernels._common import backend, pick_configs
+from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_CONFIG"
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-
-
-def _config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> triton.Config:
-    return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
-    )
 
 
 def _hopper_configs() -> list[triton.Config]:

@@ -14,23 +14,12 @@ import torch
 
 from kernels import gemm as gemm_module
 from kernels.gemm import gemm
+from tests.kernels.helpers import gpu, snr_db
 
 # SNR floors (dB). fp16/bf16: DESIGN.md's 40 dB; rounding the output alone gives ~65 dB for fp16
 # and ~50 dB for bf16, so 40 leaves room for fp32 accumulation order but catches any wrong tile.
 # fp32: output rounding is ~140 dB; 100 dB still catches a single wrong element in these sizes.
 SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-def snr_db(reference: torch.Tensor, result: torch.Tensor) -> float:
-    """10·log10(‖ref‖² / ‖ref − out‖²) in float64; NaN anywhere gives NaN, which fails every floor."""
-    reference = reference.detach().double()
-    noise = (reference - result.detach().double()).square().sum()
-    signal = reference.square().sum()
-    if noise == 0:
-        return float("inf")
-    return float(10 * torch.log10(signal / noise))
 
 
 def reference_products(

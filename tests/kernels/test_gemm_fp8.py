@@ -18,22 +18,15 @@ import torch
 from kernels import gemm_fp8 as module
 from kernels import quant
 from kernels.gemm_fp8 import GRAD_FP8_DTYPE, gemm_fp8
+from tests.kernels.helpers import gpu, snr_db
 
 # The interpreter itself warns on `range(tl.cdiv(K, BLOCK_K))` under NumPy >= 1.25; not our code.
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
 SNR_DB = {torch.float8_e4m3fn: 25.0, torch.float8_e5m2: 20.0}
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 # The unmarked tests run wherever the suite runs: in the interpreter on a CPU, natively on a GPU.
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def snr_db(got: torch.Tensor, want: torch.Tensor) -> float:
-    """10 log10(|want|^2 / |got - want|^2), in float64."""
-    want = want.detach().double()
-    error = (got.detach().double() - want).pow(2).sum()
-    return float(10 * torch.log10(want.pow(2).sum() / error))
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, granularity: str) -> tuple[torch.Tensor, ...]:
@@ -53,9 +46,9 @@ def _assert_snr(a: torch.Tensor, b: torch.Tensor, granularity: str) -> None:
     grad_threshold = SNR_DB[GRAD_FP8_DTYPE[granularity]]
     assert out.dtype == torch.bfloat16 and out.shape == (a.shape[0], b.shape[0])
     assert grad_a.dtype == a.dtype and grad_b.dtype == b.dtype
-    assert snr_db(out, a64 @ b64.t()) >= 25.0
-    assert snr_db(grad_a, g64 @ b64) >= grad_threshold
-    assert snr_db(grad_b, g64.t() @ a64) >= grad_threshold
+    assert snr_db(a64 @ b64.t(), out) >= 25.0
+    assert snr_db(g64 @ b64, grad_a) >= grad_threshold
+    assert snr_db(g64.t() @ a64, grad_b) >= grad_threshold
 
 
 # (M, N, K) on the CPU; the interpreter's speed keeps these <= 256 with 64x64x128 tiles.
@@ -143,7 +136,7 @@ def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch, granularity: str)
     torch.manual_seed(0)
     theirs = _run(a, b, granularity)
     for mine, ref in zip(ours[:3], theirs[:3], strict=True):
-        assert snr_db(mine, ref) >= 40.0
+        assert snr_db(ref, mine) >= 40.0
 
 
 @pytest.mark.parametrize("granularity", GRANULARITIES)
@@ -156,7 +149,7 @@ def test_only_requested_gradients(monkeypatch: pytest.MonkeyPatch, granularity: 
     gemm_fp8(a, b, granularity).sum().backward()
     assert b.grad is None and a.grad is not None
     want = torch.ones(64, 80, dtype=torch.float64, device=DEVICE) @ b.double()
-    assert snr_db(a.grad, want) >= SNR_DB[GRAD_FP8_DTYPE[granularity]]
+    assert snr_db(want, a.grad) >= SNR_DB[GRAD_FP8_DTYPE[granularity]]
 
 
 def test_grad_dtypes_cover_every_granularity() -> None:
@@ -232,7 +225,7 @@ def test_gpu_backends_agree(
     torch.manual_seed(0)
     theirs = _run(a, b, granularity)
     for mine, ref in zip(ours[:3], theirs[:3], strict=True):
-        assert snr_db(mine, ref) >= 35.0
+        assert snr_db(ref, mine) >= 35.0
 
 
 @pytest.mark.gpu

@@ -14,22 +14,11 @@ import torch
 
 from gitcampaign.shapes import DISTRIBUTIONS
 from kernels.grouped_gemm import _capacity_limited, grouped_gemm, make_group_sizes
+from tests.kernels.helpers import gpu, snr_db
 
 # SNR floors (dB): fp16/bf16 per DESIGN.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
 # fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.
 SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-def snr_db(reference: torch.Tensor, result: torch.Tensor) -> float:
-    """10·log10(‖ref‖² / ‖ref − out‖²) in float64; NaN anywhere gives NaN, which fails every floor."""
-    reference = reference.detach().double()
-    noise = (reference - result.detach().double()).square().sum()
-    signal = reference.square().sum()
-    if noise == 0:
-        return float("inf")
-    return float(10 * torch.log10(signal / noise))
 
 
 def reference_products(

@@ -18,9 +18,9 @@ import torch
 
 from kernels import quant
 from kernels.quant import quantize_fp8, quantize_fp8_reference
+from tests.kernels.helpers import gpu
 
 E4M3 = torch.float8_e4m3fn
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 # The unmarked tests run wherever the suite runs: in the interpreter on a CPU, natively on a GPU.
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -1,0 +1,18 @@
+"""What the kernel tests share: the GPU marker and SNR in float64 (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def snr_db(reference: torch.Tensor, result: torch.Tensor) -> float:
+    """10·log10(‖ref‖² / ‖ref − out‖²) in float64; NaN anywhere gives NaN, which fails every floor."""
+    reference = reference.detach().double()
+    noise = (reference - result.detach().double()).square().sum()
+    signal = reference.square().sum()
+    if noise == 0:
+        return float("inf")
+    return float(10 * torch.log10(signal / noise))

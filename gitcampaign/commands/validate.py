@@ -190,7 +190,6 @@ def validate(
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
         shapes = manifest.shapes() if full else manifest.representative()
-        labels = [shape.label for shape in shapes]
         gates = gate_findings(repo, manifest, incumbent, commit)
         started = verdict.now()
         document: dict[str, Any] = {
@@ -218,16 +217,15 @@ def validate(
         )
         bench_raw: bytes | None = None
         if not reasons:
+            job = HarnessJob(
+                manifest.quick_command, shapes, timeout_s or manifest.harness_timeout_s, manifest.csv_header
+            )
             bench_raw = _measure(
                 campaign,
                 manifest,
-                incumbent,
-                commit,
-                shapes,
-                labels,
+                {INCUMBENT: incumbent, CANDIDATE: commit},
+                job,
                 pairs,
-                timeout_s,
-                full,
                 probe,
                 result,
                 document,
@@ -285,26 +283,20 @@ def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
 def _measure(
     campaign: Campaign,
     manifest: Manifest,
-    incumbent: str,
-    commit: str,
-    shapes: list,
-    labels: list[str],
+    commits: dict[str, str],
+    job: HarnessJob,
     pairs: int | None,
-    timeout_s: int | None,
-    full: bool,
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
 ) -> bytes:
     """Measure sessions until the rules decide; fills `result`, returns the candidate CSV to note."""
     metric = manifest.primary_metric
-    job = HarnessJob(
-        manifest.quick_command, shapes, timeout_s or manifest.harness_timeout_s, manifest.csv_header
-    )
+    labels = [shape.label for shape in job.shapes]
     scratch = run_dir(campaign.repo, campaign.name, f"round-{result.round}")
     all_samples: list[PairSample] = []
     first: PairResult | None = None
-    with worktrees(campaign.repo, campaign.name, {INCUMBENT: incumbent, CANDIDATE: commit}) as trees:
+    with worktrees(campaign.repo, campaign.name, commits) as trees:
         session = 0
         while True:
             session += 1

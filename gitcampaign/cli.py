@@ -8,7 +8,6 @@ import math
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -241,36 +240,26 @@ def validate(
     _emit(_validation_text(result), result.to_json(), as_json)
 
 
-def _override(
-    verb: Callable[..., Any], ctx: click.Context, number: int | None, reason: str, as_json: bool
-) -> None:
-    result = verb(_repo(ctx), _campaign(ctx), number, reason)
-    text = f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict)"
-    _emit(text, result.__dict__, as_json)
+def _override_command(verb: str, summary: str) -> None:
+    """`accept` and `rollback` share their arguments and output; only the override differs."""
+
+    @cli.command(verb, context_settings=CONTEXT, help=summary)
+    @click.argument("number", required=False, type=int)
+    @click.option("-m", "--message", "reason", default="", help="Why you override.")
+    @click.option("--json", "as_json", is_flag=True)
+    @click.pass_context
+    def command(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
+        from gitcampaign.commands import override
+
+        result = getattr(override, verb)(_repo(ctx), _campaign(ctx), number, reason)
+        text = f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict)"
+        _emit(text, result.__dict__, as_json)
 
 
-@cli.command(context_settings=CONTEXT)
-@click.argument("number", required=False, type=int)
-@click.option("-m", "--message", "reason", default="", help="Why you override.")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def accept(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
-    """Override: accept the last (or given) round by hand."""
-    from gitcampaign.commands.override import accept as run
-
-    _override(run, ctx, number, reason, as_json)
-
-
-@cli.command(context_settings=CONTEXT)
-@click.argument("number", required=False, type=int)
-@click.option("-m", "--message", "reason", default="", help="Why you override.")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def rollback(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
-    """Override: reject the last (or given) round by hand; an accepted one is reverted on main."""
-    from gitcampaign.commands.override import rollback as run
-
-    _override(run, ctx, number, reason, as_json)
+_override_command("accept", "Override: accept the last (or given) round by hand.")
+_override_command(
+    "rollback", "Override: reject the last (or given) round by hand; an accepted one is reverted on main."
+)
 
 
 @cli.command(context_settings=CONTEXT)

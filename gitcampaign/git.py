@@ -44,10 +44,10 @@ def common_dir(repo: Repo) -> Path:
     return Path(repo.common_dir)
 
 
-def rev(repo: Repo, name: str) -> str | None:
-    """The commit `name` points to, or None (`rev-parse --verify -q`, decided by exit code)."""
+def rev(repo: Repo, name: str, peel: str = "^{commit}") -> str | None:
+    """The commit `name` points to (any object with peel=""), or None; decided by exit code."""
     try:
-        return repo.git.rev_parse("--verify", "-q", f"{name}^{{commit}}")
+        return repo.git.rev_parse("--verify", "-q", f"{name}{peel}")
     except GitCommandError:
         return None
 
@@ -157,16 +157,7 @@ def config_add_once(repo: Repo, key: str, value: str) -> None:
 
 
 def write_blob(repo: Repo, content: bytes) -> str:
-    return (
-        subprocess.run(
-            ["git", "-C", str(root(repo)), "hash-object", "-w", "--stdin"],
-            input=content,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
-    )
+    return _git(repo, "hash-object", "-w", "--stdin", stdin=content)
 
 
 def read_blob(repo: Repo, sha: str) -> bytes:
@@ -174,36 +165,22 @@ def read_blob(repo: Repo, sha: str) -> bytes:
 
 
 def read_file_at(repo: Repo, commit: str, path: str) -> bytes | None:
-    blob = rev_blob(repo, commit, path)
+    blob = rev(repo, f"{commit}:{path}", peel="")
     return None if blob is None else read_blob(repo, blob)
-
-
-def rev_blob(repo: Repo, commit: str, path: str) -> str | None:
-    try:
-        return repo.git.rev_parse("--verify", "-q", f"{commit}:{path}")
-    except GitCommandError:
-        return None
 
 
 def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
     """{annotated commit: note blob} for a whole notes ref, in one command."""
-    if rev_any(repo, notes_ref) is None:
+    if rev(repo, notes_ref, peel="") is None:
         return {}
     out = repo.git.notes("--ref", notes_ref, "list")
     pairs = (line.split() for line in out.splitlines() if line)
     return {commit: blob for blob, commit in pairs}
 
 
-def rev_any(repo: Repo, name: str) -> str | None:
-    try:
-        return repo.git.rev_parse("--verify", "-q", name)
-    except GitCommandError:
-        return None
-
-
 def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
     """The note's bytes exactly as written, or None."""
-    if rev_any(repo, notes_ref) is None:
+    if rev(repo, notes_ref, peel="") is None:
         return None
     try:
         blob = repo.git.notes("--ref", notes_ref, "list", commit)
@@ -224,6 +201,29 @@ def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace:
 # -- commits without touching the user's index ------------------------------------------------------
 
 
+def _git(repo: Repo, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> str:
+    """Plumbing that needs stdin bytes or its own environment (GitPython's `repo.git` covers the rest)."""
+    done = subprocess.run(
+        ["git", "-C", str(root(repo)), *args], input=stdin, env=env, capture_output=True, check=True
+    )
+    return done.stdout.decode().strip()
+
+
+def commit_tree(repo: Repo, tree: str, parent: str, message: str) -> str:
+    """A commit object (no ref moves); the message is passed verbatim on stdin."""
+    return _git(repo, "commit-tree", tree, "-p", parent, "-F", "-", stdin=message.encode())
+
+
+def move_branch(repo: Repo, branch: str, new: str, old: str | None, message: str) -> None:
+    """Compare-and-swap `branch` to `new`; when it is checked out, its index and work tree follow
+    (a two-tree `read-tree -m -u`, which refuses rather than overwrites local changes)."""
+    ref = f"refs/heads/{branch}"
+    checked_out = old is not None and head_ref_name(repo) == ref
+    update_ref(repo, ref, new, old, message)
+    if checked_out:
+        repo.git.read_tree("-m", "-u", old, new)
+
+
 def commit_files(
     repo: Repo,
     branch: str,
@@ -235,12 +235,11 @@ def commit_files(
     """Commit `files` on top of `branch` and move it (compare-and-swap); returns the new commit.
 
     The tree is built in a temporary index so the user's index is never half-written; notes are
-    attached before the ref moves. When `branch` is checked out, the files are written to the work
-    tree too and the index refreshed, so the checkout ends clean. With `create_from`, the branch
-    must not exist yet and is created pointing at the new commit (whose parent is `create_from`).
+    attached before the ref moves; a checked-out branch brings its work tree along. With
+    `create_from`, the branch must not exist yet and is created pointing at the new commit (whose
+    parent is `create_from`).
     """
-    ref = f"refs/heads/{branch}"
-    old = rev(repo, ref)
+    old = rev(repo, f"refs/heads/{branch}")
     if create_from is not None and old is not None:
         raise CampaignError(
             f"branch {branch} already exists", f"pick another name, or `git checkout {branch}`"
@@ -248,60 +247,24 @@ def commit_files(
     base = create_from or old
     if base is None:
         raise CampaignError(f"branch {branch} does not exist", "run `git campaign init` first")
-    env = dict(os.environ)
     with tempfile.TemporaryDirectory() as scratch:
-        env["GIT_INDEX_FILE"] = str(Path(scratch) / "index")
-        run = _git_runner(repo, env)
-        run("read-tree", base)
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(repo, "read-tree", base, env=env)
         for path, content in files.items():
-            blob = write_blob(repo, content)
-            run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
-        tree = run("write-tree")
-    commit = (
-        subprocess.run(
-            ["git", "-C", str(root(repo)), "commit-tree", tree, "-p", base, "-F", "-"],
-            input=message.encode(),
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
-    )
+            _git(
+                repo,
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"100644,{write_blob(repo, content)},{path}",
+                env=env,
+            )
+        tree = _git(repo, "write-tree", env=env)
+    commit = commit_tree(repo, tree, base, message)
     for notes_ref, content in (notes or {}).items():
         write_note(repo, notes_ref, commit, content)
-    checked_out = head_ref_name(repo) == ref
-    if checked_out:
-        for path, content in files.items():
-            target = root(repo) / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-    update_ref(repo, ref, commit, old, f"campaign: {message.splitlines()[0]}")
-    if checked_out:
-        repo.git.reset("-q")
+    move_branch(repo, branch, commit, old, f"campaign: {message.splitlines()[0]}")
     return commit
-
-
-def commit_tree(repo: Repo, tree: str, parent: str, message: str) -> str:
-    """A commit object (no ref moves); the message is passed verbatim on stdin."""
-    return (
-        subprocess.run(
-            ["git", "-C", str(root(repo)), "commit-tree", tree, "-p", parent, "-F", "-"],
-            input=message.encode(),
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
-    )
-
-
-def _git_runner(repo: Repo, env: dict[str, str]):  # noqa: ANN202 - a small closure
-    def run(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(root(repo)), *args], env=env, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    return run
 
 
 def changed_paths(repo: Repo, old: str, new: str) -> list[str]:
@@ -315,18 +278,6 @@ def diff_stat(repo: Repo, old: str, new: str) -> str:
 
 def commit_message(repo: Repo, commit: str) -> str:
     return repo.git.log("-1", "--format=%B", commit)
-
-
-def commit_subject_and_time(repo: Repo, commits: list[str]) -> dict[str, tuple[str, str]]:
-    """{commit: (subject, ISO date)} for many commits in one command."""
-    if not commits:
-        return {}
-    out = repo.git.log("--no-walk=unsorted", "--format=%H%x00%s%x00%cI", *commits)
-    result = {}
-    for line in out.splitlines():
-        sha, subject, when = line.split("\x00")
-        result[sha] = (subject, when)
-    return result
 
 
 def first_parent_chain(repo: Repo, tip: str) -> list[str]:

@@ -52,7 +52,8 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any
     for blob in missing:
         cache[blob] = parse_stream(g.read_blob(repo, blob))
     if missing:
-        cache = {blob: docs for blob, docs in cache.items() if blob in set(blobs.values())}
+        live = set(blobs.values())
+        cache = {blob: docs for blob, docs in cache.items() if blob in live}
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         scratch = cache_path.with_suffix(f".{os.getpid()}.tmp")
         scratch.write_text(json.dumps(cache))

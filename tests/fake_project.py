@@ -13,11 +13,11 @@ from pathlib import Path
 
 from gitcampaign.constants import GEMM_HEADER
 
-KERNEL = '''SPEED = {speed}
+KERNEL = """SPEED = {speed}
 CORRECT = {correct}
-'''
+"""
 
-HARNESS = r'''
+HARNESS = r"""
 import argparse, os, random, sys, time
 from pathlib import Path
 import yaml
@@ -52,7 +52,7 @@ if mode == "drift":
     text = text.replace("Check", "check", 1)
 Path(args.summary_csv).write_text(text)
 sys.exit(0 if kernel.CORRECT else 1)
-'''.replace("HEADER", GEMM_HEADER)
+""".replace("HEADER", GEMM_HEADER)
 
 SHAPES = """- {label: s-small, M: 64, N: 64, K: 64}
 - {label: s-mid, M: 128, N: 256, K: 128}
@@ -80,9 +80,24 @@ def make_project(root: Path, speed: float = 100.0) -> Path:
 
 def init_args(name: str = "demo") -> list[str]:
     return [
-        "init", name, "--op", "fake_gemm", "--metric", "step", "--shapes", "shapes.yaml",
-        "--quick-command", f"{sys.executable} bench.py", "--test-command", f"{sys.executable} test_kernel.py",
-        "--probe-command", "", "--kernel-source", "kernel.py", "--pairs", "2",
+        "init",
+        name,
+        "--op",
+        "fake_gemm",
+        "--metric",
+        "step",
+        "--shapes",
+        "shapes.yaml",
+        "--quick-command",
+        f"{sys.executable} bench.py",
+        "--test-command",
+        f"{sys.executable} test_kernel.py",
+        "--probe-command",
+        "",
+        "--kernel-source",
+        "kernel.py",
+        "--pairs",
+        "2",
     ]
 
 

@@ -14,7 +14,9 @@ LABELS = ["small", "mid", "large", "odd"]
 BASE = {"small": 50.0, "mid": 300.0, "large": 600.0, "odd": 200.0}
 
 
-def measure(rng: random.Random, gains: dict[str, float], noise: float, pairs: int, session: int) -> list[PairSample]:
+def measure(
+    rng: random.Random, gains: dict[str, float], noise: float, pairs: int, session: int
+) -> list[PairSample]:
     """Process-level multiplicative noise on both sides, as the interleaved harness runs produce."""
     samples = []
     for _ in range(pairs):

@@ -146,6 +146,5 @@ def _revert_accepted(
     g.update_ref(
         repo, C.rejected_ref(campaign.name, entry.number), head, None, "campaign: pin rolled-back round"
     )
-    g.update_ref(repo, campaign.main_ref, revert, head, f"campaign: roll back round {entry.number}")
-    repo.git.read_tree("-m", "-u", head, revert)
+    g.move_branch(repo, campaign.main_branch, revert, head, f"campaign: roll back round {entry.number}")
     return OverrideResult(entry.number, C.DECISION_REJECT, previous, head)

@@ -25,11 +25,20 @@ from gitcampaign.campaign import (
     Campaign,
     resolve,
 )
-from gitcampaign.decision import paired_stats
+from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import LineageRow, lineage_rows, log_table
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT, HarnessJob, interleaved, run_dir, samples, worktrees
+from gitcampaign.measure import (
+    CANDIDATE,
+    INCUMBENT,
+    HarnessJob,
+    PairResult,
+    interleaved,
+    run_dir,
+    samples,
+    worktrees,
+)
 
 
 @dataclass
@@ -147,7 +156,7 @@ def report(
 
 
 def _per_shape(
-    results: list, metric: str, labels: list[str], ratios: dict[str, float]
+    results: list[PairResult], metric: str, labels: list[str], ratios: dict[str, float]
 ) -> dict[str, dict[str, Any]]:
     table = {}
     for label in labels:
@@ -172,7 +181,7 @@ def _markdown(
     manifest: Manifest,
     rows: list[LineageRow],
     per_shape: dict[str, dict[str, Any]],
-    stats: Any,
+    stats: PairedStats | None,
     reached: list[str],
     environment: dict[str, object],
     head: str,

@@ -145,14 +145,10 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
 def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str, decision: str) -> None:
     """Move refs for a noted decision; idempotent, so an interrupted run can be finished."""
     repo = campaign.repo
-    main = campaign.main_ref
     round_ref = f"refs/heads/{campaign.round_branch(number)}"
     if decision in C.ACCEPTED:
-        if g.rev(repo, main) == incumbent:
-            on_main = g.head_ref_name(repo) == main
-            g.update_ref(repo, main, commit, incumbent, f"campaign: accept round {number}")
-            if on_main:
-                repo.git.read_tree("-m", "-u", incumbent, commit)
+        if g.rev(repo, campaign.main_ref) == incumbent:
+            g.move_branch(repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}")
         g.checkout(repo, campaign.main_branch)
         return
     g.checkout(repo, campaign.main_branch)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from git.exc import GitCommandError
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
@@ -215,7 +216,7 @@ def test_csv_note_is_never_overwritten(project: Path) -> None:
     repo = g.open_repo(project)
     head = git(project, "rev-parse", "HEAD").strip()
     original = g.read_note(repo, C.NOTES_BENCH, head)
-    with pytest.raises(Exception):  # noqa: B017 - git refuses: "Cannot add notes. Found existing notes"
+    with pytest.raises(GitCommandError, match="existing notes"):
         g.write_note(repo, C.NOTES_BENCH, head, b"other")
     assert g.read_note(repo, C.NOTES_BENCH, head) == original
 

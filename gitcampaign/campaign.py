@@ -223,24 +223,29 @@ class Campaign:
         rounds = []
         for number in sorted(set(branches) | set(pins) | set(by_round)):
             noted = by_round.get(number, {})
-            tip = branches.get(number)
+            tip, pin = branches.get(number), pins.get(number)
             accepted = [c for c, docs in noted.items() if c in accepted_line and _accepted(docs)]
+            # Noted decisions the refs do not show yet: what a killed validate/accept/rollback left.
+            unapplied = [
+                c
+                for c, docs in noted.items()
+                if _applicable(docs, head)
+                and (c not in accepted_line or (c == head and not _accepted(docs)))
+                and (c != pin or c == head or c == tip or _accepted(docs))
+            ]
             round_commit: str | None
-            if number in pins:
-                status, round_commit = STATUS_REJECTED, pins[number]
-            elif accepted:
+            if accepted and accepted[0] != pin:
                 status, round_commit = STATUS_ACCEPTED, accepted[0]
+            elif unapplied:
+                status, round_commit = STATUS_PENDING, unapplied[0]
+            elif pin is not None:
+                status, round_commit = STATUS_REJECTED, pin
             elif tip is not None and tip not in accepted_line:
-                round_commit = tip
-                status = STATUS_PENDING if _applicable(noted.get(tip, []), head) else STATUS_OPEN
+                status, round_commit = STATUS_OPEN, tip
             elif tip is not None:
                 status, round_commit = STATUS_EMPTY, None
             else:
-                # No ref names the round: only a decision a killed run noted but could not apply.
-                pending = [c for c, docs in noted.items() if _applicable(docs, head)]
-                if not pending:
-                    continue
-                status, round_commit = STATUS_PENDING, pending[0]
+                continue
             docs = noted.get(round_commit, []) if round_commit else []
             decision = verdict.standing(docs)
             hypothesis = str(decision.get("hypothesis", "")) if decision else ""
@@ -256,8 +261,8 @@ def _accepted(docs: list[dict[str, Any]]) -> bool:
 
 
 def _applicable(docs: list[dict[str, Any]], accepted_head: str) -> bool:
-    """A noted decision the refs do not show yet, that can still be applied: a rejection always, an
-    acceptance only onto the incumbent it was measured against (else it is stale: measure again)."""
+    """A noted decision that can still be applied: a rejection always, an acceptance only onto the
+    incumbent it was measured against (else it is stale, and the round must be measured again)."""
     decision = verdict.standing(docs)
     if decision is None:
         return False

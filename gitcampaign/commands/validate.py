@@ -174,31 +174,46 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
     return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
 
 
-def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str, decision: str) -> None:
-    """Move refs for a noted decision; idempotent, so an interrupted run can be finished.
+def apply_decision(
+    campaign: Campaign, number: int, commit: str, incumbent: str, decision: str, why: str = ""
+) -> None:
+    """Move refs for a noted decision; idempotent, so an interrupted run is finished by the next one.
 
-    An acceptance moves main only from the incumbent it was measured against; if main moved in the
-    meantime the decision is stale and this says so (it never prints ACCEPT over an unmoved main).
+    ACCEPT: drop a rejection pin (a manual accept of a rejected round), then fast-forward main, but
+    only from the incumbent the round was measured against: if main moved, the decision is stale
+    and this says so (never ACCEPT over an unmoved main). REJECT: pin the commit first (so it is
+    never lost), then reset the round branch, or, for the accepted head, add a commit restoring the
+    tree before it (the accepted line is never rewritten).
     """
     repo = campaign.repo
     round_ref = f"refs/heads/{campaign.round_branch(number)}"
+    pin = C.rejected_ref(campaign.name, number)
     with g.repo_lock(repo):
+        main = g.rev(repo, campaign.main_ref)
         if decision in C.ACCEPTED:
-            main = g.rev(repo, campaign.main_ref)
+            if main not in (incumbent, commit):
+                raise stale_decision(campaign, number, incumbent, main)
+            if g.rev(repo, pin) == commit:
+                g.delete_ref(repo, pin, commit)
+                g.fault_point("apply:unpinned")
+            if g.rev(repo, round_ref) == incumbent:
+                g.update_ref(repo, round_ref, commit, incumbent, f"campaign: accept round {number}")
             if main == incumbent:
                 g.move_branch(
                     repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}"
                 )
-            elif main != commit:
-                raise stale_decision(campaign, number, incumbent, main)
             g.checkout(repo, campaign.main_branch)
             return
         g.checkout(repo, campaign.main_branch)
-        pin = C.rejected_ref(campaign.name, number)
         if g.rev(repo, pin) is None:
             g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
-        g.fault_point("validate:pinned")
-        if g.rev(repo, round_ref) == commit:
+        g.fault_point("apply:pinned")
+        if main == commit:
+            tree = repo.git.rev_parse(f"{incumbent}^{{tree}}")
+            message = f"campaign {campaign.name}: roll back round {number}\n\n{why or 'manual rollback'}\n"
+            revert = g.commit_tree(repo, tree, commit, message)
+            g.move_branch(repo, campaign.main_branch, revert, commit, f"campaign: roll back round {number}")
+        elif g.rev(repo, round_ref) == commit:
             g.update_ref(repo, round_ref, incumbent, commit, f"campaign: reset rejected round {number}")
 
 
@@ -334,7 +349,12 @@ def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
             f"{C.NOTES_VERDICT} remove {pending.commit[:12]}`) and validate again",
         )
     apply_decision(
-        campaign, pending.number, pending.commit, str(standing["incumbent"]), str(standing["decision"])
+        campaign,
+        pending.number,
+        pending.commit,
+        str(standing["incumbent"]),
+        str(standing["decision"]),
+        "; ".join(str(note) for note in standing.get("notes") or []),
     )
     ci = standing.get("ci") or [None, None]
     return ValidateResult(

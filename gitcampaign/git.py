@@ -405,7 +405,9 @@ def commit_files(
     commit = commit_tree(repo, tree, base, message)
     with repo_lock(repo):
         for notes_ref, content in (notes or {}).items():
-            write_note(repo, notes_ref, commit, content)
+            # The commit is new and on no branch yet; a note already on it can only come from a run
+            # killed before its branch moved (same tree, parent, message and second), so replace it.
+            write_note(repo, notes_ref, commit, content, replace=True)
             fault_point(f"commit:noted-{notes_ref.rsplit('/', 1)[-1]}")
         move_branch(repo, branch, commit, old, f"campaign: {message.splitlines()[0]}")
     return commit

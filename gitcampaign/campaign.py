@@ -225,13 +225,8 @@ class Campaign:
             noted = by_round.get(number, {})
             tip, pin = branches.get(number), pins.get(number)
             accepted = [c for c, docs in noted.items() if c in accepted_line and _accepted(docs)]
-            # Noted decisions the refs do not show yet: what a killed validate/accept/rollback left.
             unapplied = [
-                c
-                for c, docs in noted.items()
-                if _applicable(docs, head)
-                and (c not in accepted_line or (c == head and not _accepted(docs)))
-                and (c != pin or c == head or c == tip or _accepted(docs))
+                c for c, docs in noted.items() if _unapplied(c, docs, head, c in accepted_line, pin, tip)
             ]
             round_commit: str | None
             if accepted and accepted[0] != pin:
@@ -258,6 +253,19 @@ class Campaign:
 def _accepted(docs: list[dict[str, Any]]) -> bool:
     decision = verdict.standing(docs)
     return decision is not None and decision["decision"] in C.ACCEPTED
+
+
+def _unapplied(
+    commit: str, docs: list[dict[str, Any]], head: str, on_line: bool, pin: str | None, tip: str | None
+) -> bool:
+    """A noted decision the refs do not show yet: what a killed validate, accept or rollback left."""
+    if not _applicable(docs, head):
+        return False
+    if on_line:  # only a rollback of the accepted head can be noted on the accepted line
+        return commit == head and not _accepted(docs)
+    # Pinned means rejected, unless the round branch still holds it (not reset yet) or a manual
+    # accept of the rejected round was noted (the pin is not dropped yet).
+    return commit != pin or commit == tip or _accepted(docs)
 
 
 def _applicable(docs: list[dict[str, Any]], accepted_head: str) -> bool:

@@ -19,6 +19,9 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
 from gitcampaign.commands.validate import validate
 
+# Children are forked and checked through /proc: Linux, as in CI.
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc")
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from faultkit import (  # noqa: E402
     KILLED,
@@ -156,7 +159,7 @@ def test_killed_harness_is_stopped(templates: dict[str, Path], tmp_path: Path) -
     root = clone_state(templates["validate-accept"], tmp_path / "p")
     os.environ["BENCH_MODE"] = "hang"
     try:
-        code, _ = run(root, ["validate"], fault="measure:harness-started")
+        code, _ = run(root, ["validate", "--timeout", "20"], fault="measure:harness-started")
     finally:
         del os.environ["BENCH_MODE"]
     assert code == KILLED

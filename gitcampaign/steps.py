@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,8 @@ from gitcampaign.manifest import Manifest
 from gitcampaign.measure import CANDIDATE, INCUMBENT, run_logged, tail, worktrees
 
 TAIL_LINES = 40
+ERROR_LINES = 10
+_ERROR = re.compile(r"\berror\b|\bFAILED\b", re.IGNORECASE)
 CACHE_ENTRIES = 8  # per campaign: the incumbent, the A/A pair and a few recent candidates
 CACHE_MAX_BYTES = 2 << 30  # larger outputs are rebuilt rather than copied
 # Variables that change what a compiler produces: part of the build cache key.
@@ -78,11 +81,12 @@ class Step:
         return {key: value for key, value in asdict(self).items() if value not in ("", None)}
 
     def failure_notes(self) -> list[str]:
-        code = "timed out" if self.exit_code is None else f"exit {self.exit_code}"
-        return [
-            f"{self.what} failed ({code}, {self.seconds:.1f} s): {self.command}",
-            *self.output.splitlines(),
-        ]
+        """A headline and the lines to read first (the first errors, else the last lines); the
+        verdict's step entry keeps the longer excerpt."""
+        code = "timed out or refused" if self.exit_code is None else f"exit {self.exit_code}"
+        lines = self.output.splitlines()
+        shown = lines[: lines.index("...")] if "..." in lines else lines[-ERROR_LINES:]
+        return [f"{self.what} failed ({code}, {self.seconds:.1f} s): {self.command}", *shown]
 
 
 def run_step(what: str, command: str, tree: Path, log_path: Path, timeout_s: float) -> Step:
@@ -96,12 +100,21 @@ def run_step(what: str, command: str, tree: Path, log_path: Path, timeout_s: flo
         code, problem = None, exc.message
     seconds = round(time.monotonic() - started, 3)
     passed = code == 0
-    output = "" if passed else "\n".join(filter(None, [tail(log_path, TAIL_LINES), problem]))
+    output = "" if passed else "\n".join(filter(None, [failure_excerpt(log_path), problem]))
     with open(log_path, "a") as log:
         log.write(
             f"\n[gitcampaign] {what}: {'passed' if passed else 'FAILED'} in {seconds:.1f} s (exit {code})\n"
         )
     return Step(what, command, passed, code, seconds, str(log_path), output)
+
+
+def failure_excerpt(log_path: Path) -> str:
+    """The log's last lines, after its first error lines when those scrolled out of the tail: a
+    compiler's first error is what to read, and build tools end with their own traceback."""
+    last = tail(log_path, TAIL_LINES)
+    lines = log_path.read_text(errors="replace").splitlines()[:-TAIL_LINES]
+    first = [line for line in lines if _ERROR.search(line)][:ERROR_LINES]
+    return "\n".join([*first, "...", last]) if first else last
 
 
 def build_env(tree: Path) -> dict[str, str]:
@@ -436,7 +449,7 @@ class FinalDiff:
             f"The final diff {span} holds only the accepted rounds' changes: {len(self.files)} file(s) outside "
             f"`{C.campaign_dir(campaign)}/`"
             + (f" ({listed})" if self.files else "")
-            + f", from rounds {', '.join(map(str, self.rounds)) or 'none'}"
+            + f", from accepted round(s) {', '.join(map(str, self.rounds)) or 'none'}"
             + (f" and {len(self.rollbacks)} rollback commit(s)" if self.rollbacks else "")
             + "; every other commit on the line touches only the campaign's folder."
         )
@@ -490,4 +503,4 @@ def report_section(suite: Step | None, diff: FinalDiff, campaign: str) -> list[s
             *suite.output.splitlines(),
             "```",
         ]
-    return ["## Acceptance", "", *outcome, f"- {diff.statement(campaign)}", ""]
+    return ["", "## Acceptance", "", *outcome, f"- {diff.statement(campaign)}", ""]

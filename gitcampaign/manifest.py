@@ -149,6 +149,8 @@ def parse_manifest(text: bytes | str, source: str) -> Manifest:
         raise CampaignError(
             f"{source}: execution_mode {data['execution_mode']!r} is not repo or workspace", hint
         )
+    if not all(isinstance(path, str) and path for path in data.get("workspace", [])):
+        raise CampaignError(f"{source}: workspace must be a list of repository paths", hint)
     if (data["execution_mode"] == C.EXECUTION_WORKSPACE) != bool(data.get("workspace")):
         raise CampaignError(
             f"{source}: workspace paths are given exactly when execution_mode is workspace", hint

@@ -128,12 +128,20 @@ def build_env(tree: Path) -> dict[str, str]:
 
 
 def build(
-    repo: Repo, manifest: Manifest, tree: Path, commit: str, log_path: Path, timeout_s: float
+    repo: Repo,
+    manifest: Manifest,
+    tree: Path,
+    commit: str,
+    log_path: Path,
+    timeout_s: float,
+    whole: bool = False,
 ) -> Step | None:
-    """Build `tree` (a checkout of `commit`), or restore the outputs of an identical earlier build."""
+    """Build `tree` (a copy of `commit`: its workspace in workspace mode unless `whole`), or restore
+    the outputs of an identical earlier build."""
     if not manifest.build_command:
         return None
-    entry = cache_root(repo, manifest.name) / cache_key(repo, manifest, commit, tree)
+    sources = None if whole else manifest.workspace or None
+    entry = cache_root(repo, manifest.name) / cache_key(repo, manifest, commit, tree, sources)
     record_path = entry / "record.json"
     if record_path.exists():
         started = time.monotonic()
@@ -172,12 +180,13 @@ def cache_root(repo: Repo, campaign: str) -> Path:
     return g.common_dir(repo) / "campaign" / "build-cache" / campaign
 
 
-def cache_key(repo: Repo, manifest: Manifest, commit: str, tree: Path) -> str:
-    """Sources (blob ids, the campaign's own folder aside), build command, toolchain and tree path."""
+def cache_key(repo: Repo, manifest: Manifest, commit: str, tree: Path, paths: list[str] | None = None) -> str:
+    """Sources (blob ids of the files under `paths`, all by default, the campaign's own folder
+    aside), build command, toolchain and tree path."""
     folder = C.campaign_dir(manifest.name) + "/"
     sources = [
         line
-        for line in g.tree_listing(repo, commit, manifest.workspace or None).splitlines()
+        for line in g.tree_listing(repo, commit, paths).splitlines()
         if not line.split("\t", 1)[-1].startswith(folder)
     ]
     toolchain = {}
@@ -356,11 +365,12 @@ def build_all(
     commits: dict[str, str],
     scratch: Path,
     timeout_s: float,
+    whole: bool = False,
 ) -> dict[str, Any]:
     """Every tree built (an error if one fails: these commits built before); the verdict's entry."""
     steps = {}
     for role, tree in trees.items():
-        step = build(repo, manifest, tree, commits[role], scratch / f"build-{role}.log", timeout_s)
+        step = build(repo, manifest, tree, commits[role], scratch / f"build-{role}.log", timeout_s, whole)
         if step is not None:
             _require(step, f"{role} {commits[role][:12]}")
             steps[role] = step.to_json()
@@ -385,7 +395,7 @@ def acceptance(
             ACCEPTANCE, manifest.acceptance_command, head_tree, scratch / "acceptance.log", timeout_s
         )
     with worktrees(repo, manifest.name, {ACCEPTANCE: head}) as full:
-        build_all(repo, manifest, full, {ACCEPTANCE: head}, scratch, timeout_s)
+        build_all(repo, manifest, full, {ACCEPTANCE: head}, scratch, timeout_s, whole=True)
         return run_step(
             ACCEPTANCE, manifest.acceptance_command, full[ACCEPTANCE], scratch / "acceptance.log", timeout_s
         )
@@ -462,19 +472,27 @@ def final_diff(
     repo: Repo, campaign: str, start: str, head: str, accepted: dict[str, int], rejected: set[str]
 ) -> FinalDiff:
     """Classify every commit between the start and the head: campaign bookkeeping (only the
-    campaign's folder), an accepted round, a rollback (the tree before a rejected round), or foreign."""
+    campaign's folder), an accepted round, a round rolled back by the commit right after it, that
+    rollback (the tree before the round again), or foreign."""
     folder = C.campaign_dir(campaign) + "/"
     chain = g.first_parent_chain(repo, head)
     line = chain[chain.index(start) + 1 :] if start in chain else chain
+
+    def rolls_back(commit: str) -> bool:
+        parent = g.parent(repo, commit)
+        return parent in rejected and _tree(repo, commit) == _tree(repo, f"{parent}^")
+
     rounds, rollbacks, foreign = [], [], []
-    for commit in line:
+    for index, commit in enumerate(line):
         parent = g.parent(repo, commit)
         touched = g.changed_paths(repo, parent, commit) if parent else []
+        bookkeeping = all(path.startswith(folder) for path in touched)
+        undone = commit in rejected and index + 1 < len(line) and rolls_back(line[index + 1])
         if commit in accepted:
             rounds.append(accepted[commit])
-        elif all(path.startswith(folder) for path in touched):
+        elif bookkeeping or undone:
             continue
-        elif parent in rejected and _tree(repo, commit) == _tree(repo, f"{parent}^"):
+        elif rolls_back(commit):
             rollbacks.append(commit)
         else:
             foreign.append(f"{commit[:12]} {g.commit_message(repo, commit).splitlines()[0]}")

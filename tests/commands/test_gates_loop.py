@@ -13,6 +13,7 @@ import yaml
 from gitcampaign import constants as C
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
+from gitcampaign.commands.override import rollback
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
@@ -115,6 +116,21 @@ def test_report_flags_a_change_that_skipped_the_rounds(
     assert (result.acceptance, result.clean_diff) == ("passed", False)
     text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "passed** on the final head" in text and "did not go through a round" in text
+
+
+def test_final_diff_counts_a_rolled_back_round_as_undone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = start(tmp_path / "proj", monkeypatch, max_iterations=2)
+    commit_round(root, "faster", 120)
+    assert validate(root, None).decision in C.ACCEPTED
+    rollback(root, None, 2, "did not transfer to training")
+    commit_round(root, "faster, differently", 130)
+    assert validate(root, None).decision in C.ACCEPTED
+    result = report(root, None)
+    assert result.clean_diff
+    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    assert "from accepted round(s) 3 and 1 rollback commit(s)" in text
 
 
 def test_workspace_mode_measures_a_minimal_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

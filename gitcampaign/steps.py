@@ -4,7 +4,8 @@
   and before the tests. The tool puts the tree's root first on PYTHONPATH for every command it runs
   there, and after each build checks that the Python extension modules the build wrote are the ones
   that tree imports: an in-place build (`python setup.py build_ext --inplace`) passes; a build that
-  only installs elsewhere, or an editable install whose import hook shadows the tree, is refused.
+  installs into site-packages (shared by every tree), leaves its modules where the tree's root does
+  not import them, or is shadowed by an editable install's import hook, is refused.
 - Builds are reused across rounds: the untracked files a build wrote are kept under the common git
   dir, keyed by the blob ids of the sources (the campaign's own folder aside), the build command,
   the toolchain and the tree's path. A changed source changes the key and rebuilds; an unchanged
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
 from importlib.machinery import EXTENSION_SUFFIXES
@@ -160,20 +162,54 @@ def build(
         log_path.write_text(f"[gitcampaign] build restored from {entry} ({step.cached_from})\n")
         outputs = list(record["outputs"])
     else:
-        before = _snapshot(tree)
+        before, site_before = _snapshot(tree), _site_state()
         step = run_step("build", manifest.build_command, tree, log_path, timeout_s)
         if not step.passed:
             return step
         outputs = sorted(path for path, stamp in _snapshot(tree).items() if before.get(path) != stamp)
+        site_after = _site_state()
+        installed = sorted(
+            path for path in {*site_before, *site_after} if site_before.get(path) != site_after.get(path)
+        )
+        if installed:
+            return _refuse(
+                step,
+                f"the build installed into the shared environment ({', '.join(installed[:3])}): every tree"
+                " would import the last one installed. Build in place (`python setup.py build_ext --inplace`),"
+                " not with `pip install`",
+            )
     problem = import_problem(tree, outputs, timeout_s)
     if problem:
-        step.passed, step.exit_code, step.output = False, None, problem
-        with open(log_path, "a") as log:
-            log.write(f"[gitcampaign] build refused: {problem}\n")
-        return step
+        return _refuse(step, problem)
     if step.cached_from is None:
         _store(entry, tree, outputs, step)
     return step
+
+
+def _refuse(step: Step, problem: str) -> Step:
+    """A build that ran but would not be measured as built: failed, with the reason in its log."""
+    step.passed, step.exit_code, step.output = False, None, problem
+    with open(step.log, "a") as log:
+        log.write(f"[gitcampaign] build refused: {problem}\n")
+    return step
+
+
+def site_dirs() -> list[Path]:
+    paths = sysconfig.get_paths()
+    return sorted({Path(paths["purelib"]), Path(paths["platlib"])})
+
+
+def _site_state() -> dict[str, int]:
+    """The names in site-packages, with the times of what an install writes there (`.pth` files,
+    `*.dist-info`, `*.egg-link`): a `pip install` from a tree changes them, importing does not."""
+    state = {}
+    for folder in site_dirs():
+        for entry in os.scandir(folder) if folder.is_dir() else ():
+            if entry.name == "__pycache__":  # a first import writes it; no install needed
+                continue
+            written = entry.name.endswith((".pth", ".egg-link", ".dist-info", ".egg-info"))
+            state[entry.path] = entry.stat(follow_symlinks=False).st_mtime_ns if written else 0
+    return state
 
 
 def cache_root(repo: Repo, campaign: str) -> Path:

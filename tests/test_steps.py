@@ -106,3 +106,33 @@ def test_a_manifest_written_before_the_build_fields_still_reads(
     data["execution_mode"] = "workspace"
     with pytest.raises(CampaignError, match="workspace paths"):
         parse_manifest(yaml.safe_dump(data), "manifest.yaml")
+
+
+def test_a_build_that_installs_into_the_shared_environment_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pip install .` from one tree puts its build where every tree imports it: refused."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(steps, "site_dirs", lambda: [site])
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    install = f"{sys.executable} -c \"open({str(site / 'kernel.pth')!r}, 'w').write('/somewhere')\""
+    init(
+        root,
+        InitOptions(
+            name="k", op="x", shapes="shapes.yaml", quick_command="python bench.py", build_command=install
+        ),
+    )
+    manifest = parse_manifest(git(root, "show", "HEAD:campaigns/k/manifest.yaml"), "manifest.yaml")
+    step = steps.build(g.open_repo(root), manifest, root, "HEAD", tmp_path / "build.log", 60)
+    assert step is not None and not step.passed
+    assert "installed into the shared environment" in step.output and "kernel.pth" in step.output
+    assert "build refused" in (tmp_path / "build.log").read_text()
+    (site / "kernel.pth").unlink()
+    in_place = f"{sys.executable} -c \"open('built.txt', 'w').write('ok')\""
+    manifest.build_command = in_place
+    step = steps.build(g.open_repo(root), manifest, root, "HEAD", tmp_path / "build2.log", 60)
+    assert step is not None and step.passed and step.cached_from is None
+    again = steps.build(g.open_repo(root), manifest, root, "HEAD", tmp_path / "build3.log", 60)
+    assert again is not None and again.cached_from is not None  # same sources, same tree: restored

@@ -404,13 +404,13 @@ def build_all(
     whole: bool = False,
 ) -> dict[str, Any]:
     """Every tree built (an error if one fails: these commits built before); the verdict's entry."""
-    steps = {}
+    built = {}
     for role, tree in trees.items():
         step = build(repo, manifest, tree, commits[role], scratch / f"build-{role}.log", timeout_s, whole)
         if step is not None:
             _require(step, f"{role} {commits[role][:12]}")
-            steps[role] = step.to_json()
-    return {"build": steps} if steps else {}
+            built[role] = step.to_json()
+    return {"build": built} if built else {}
 
 
 def run_tests(manifest: Manifest, tree: Path, log_path: Path, timeout_s: float) -> Step | None:

@@ -23,7 +23,7 @@ HEADER = (
     "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
     "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
 )
-MIN_SNR_DB = 100.0  # float32 accumulation against float64: about 120 dB at K = 4096
+MIN_SNR_DB = 80.0  # float32 sums over K = 4096 reach about 110 dB; a skipped K tile falls below 30
 REPEATS = int(os.environ.get("BENCH_REPEATS", "30"))
 PREROLL_S = 0.2
 L2_FLUSH_BYTES = 256 << 20  # larger than the H200's 50 MB L2

@@ -25,7 +25,7 @@ def test_matches_a_float64_reference(m: int, n: int, k: int) -> None:
     ref = a.double() @ b.double()
     error = (sgemm(a, b).double() - ref).pow(2).sum()
     snr_db = 10 * torch.log10(ref.pow(2).sum() / error.clamp_min(1e-300))
-    assert snr_db > 100  # float32 accumulation over K <= 1000 terms reaches about 120 dB
+    assert snr_db > 80  # float32 sums over K <= 1000 reach about 115 dB; a skipped K tile, under 30
 
 
 def test_rejects_shapes_that_do_not_chain() -> None:

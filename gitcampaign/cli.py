@@ -77,6 +77,24 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
 @click.option("--benchmark-command", default=None, help="Full benchmark command.")
 @click.option("--probe-command", default=None, help="Training-step probe command ('' for none).")
 @click.option("--kernel-source", default=None, help="Path of the kernel being optimised.")
+@click.option(
+    "--build-command",
+    default="",
+    help="Builds a measured tree in place before its tests and measurement (e.g. 'python setup.py build_ext --inplace').",
+)
+@click.option(
+    "--acceptance-command",
+    default=None,
+    help="Suite `report` runs on the final head (default: the project's full test suite; '' for none).",
+)
+@click.option(
+    "--execution-mode",
+    type=click.Choice(["repo", "workspace"]),
+    default="repo",
+    show_default=True,
+    help="Measure checkouts of the whole repository, or minimal copies of --workspace paths.",
+)
+@click.option("--workspace", multiple=True, help="A path the workspace copy holds (repeatable).")
 @click.option("--protect", multiple=True, help="Extra path a round may not change (repeatable).")
 @click.option("--max-iterations", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -107,6 +125,7 @@ def init(ctx: click.Context, name: str, **options: Any) -> None:
 
     options["protect"] = tuple(options["protect"])
     options["target"] = tuple(options["target"])
+    options["workspace"] = tuple(options["workspace"])
     commit = run(_repo(ctx), InitOptions(name=name, **options))
     click.echo(f"campaign {name}: manifest committed at {commit[:12]} on campaign/{name}/main")
     click.echo("next: git campaign prepare")
@@ -306,6 +325,7 @@ def report(ctx: click.Context, force: bool, pairs: int | None, as_json: bool) ->
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
         + "\n".join(result.termination)
+        + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
     _emit(text, result.__dict__, as_json)
 

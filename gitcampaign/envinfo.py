@@ -42,10 +42,13 @@ print(json.dumps(info))
 
 
 def tool_env(cwd: Path | None = None) -> dict[str, str]:
-    """The environment for child commands: `python` resolves to the interpreter running the tool."""
+    """The environment for child commands: `python` resolves to the interpreter running the tool;
+    with `cwd` (a measured tree), that tree comes first on PYTHONPATH, ahead of any installed copy."""
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    if cwd is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

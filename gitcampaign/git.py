@@ -7,9 +7,11 @@ Ref moves are compare-and-swap (`update-ref REF NEW OLD`); notes are written ver
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -292,6 +294,31 @@ def add_worktree(repo: Repo, path: Path, commit: str) -> None:
     """A detached worktree of `commit` at `path`, replacing a stale one left by a killed run."""
     remove_worktree(repo, path)
     repo.git.worktree("add", "--detach", "-f", str(path), commit)
+
+
+def export_paths(repo: Repo, commit: str, paths: list[str], dest: Path) -> None:
+    """A plain copy of `paths` as `commit` holds them at `dest` (workspace mode's minimal tree);
+    `git archive` reads the object store, so the user's index and work tree are never touched."""
+    remove_worktree(repo, dest)
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(root(repo)), "archive", "--format=tar", commit, "--", *paths],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except subprocess.CalledProcessError as exc:
+        raise CampaignError(
+            f"cannot copy the workspace {', '.join(paths)} of {commit[:12]}: {exc.stderr.decode().strip()}",
+            "every workspace path must be committed; fix the paths with a new campaign (init --workspace)",
+        ) from exc
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="tar")
+
+
+def tree_listing(repo: Repo, commit: str, paths: list[str] | None = None) -> str:
+    """`ls-tree -r`: mode, blob id and path of every file (under `paths`): the sources' identity."""
+    return repo.git.ls_tree("-r", commit, "--", *(paths or []))
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:

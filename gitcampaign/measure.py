@@ -59,8 +59,16 @@ def run_quick(worktree: Path, job: HarnessJob, out_csv: Path) -> BenchTable:
     return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header)
 
 
-def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: str) -> int:
-    """Run a shell command with its output in `log_path`; a hang is killed with its whole group."""
+def run_logged(
+    command: str,
+    cwd: Path,
+    log_path: Path,
+    timeout_s: float,
+    what: str,
+    extra_env: dict[str, str] | None = None,
+) -> int:
+    """Run a shell command with its output in `log_path`; a hang is killed with its whole group.
+    `cwd` comes first on PYTHONPATH, so Python imports the tree being measured (see tool_env)."""
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command,
@@ -68,7 +76,7 @@ def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: 
             cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=tool_env(),
+            env={**tool_env(cwd), **(extra_env or {})},
             start_new_session=True,
         )
         try:
@@ -120,13 +128,19 @@ def interleaved(
 
 
 @contextmanager
-def worktrees(repo: Repo, campaign: str, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
-    """One detached worktree per role, under the common git dir; removed afterwards."""
+def worktrees(
+    repo: Repo, campaign: str, commits: dict[str, str], only: list[str] | None = None
+) -> Iterator[dict[str, Path]]:
+    """One detached worktree per role, under the common git dir; removed afterwards. With `only`
+    (workspace mode), a minimal copy of those paths instead of a checkout of the whole commit."""
     base = g.common_dir(repo) / "campaign" / "worktrees" / campaign
     paths = {role: base / role for role in commits}
     try:
         for role, commit in commits.items():
-            g.add_worktree(repo, paths[role], commit)
+            if only:
+                g.export_paths(repo, commit, only, paths[role])
+            else:
+                g.add_worktree(repo, paths[role], commit)
         yield paths
     finally:
         for path in paths.values():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.decision import PairSample, noise_floor
@@ -90,7 +91,12 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
         head = campaign.accepted_head()
         shapes = manifest.shapes()
         scratch = run_dir(repo, campaign.name, "baseline")
-        with worktrees(repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}) as trees:
+        with worktrees(
+            repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}, steps.measured_paths(manifest)
+        ) as trees:
+            prepared = steps.prepare_baseline(
+                repo, manifest, trees, head, scratch, manifest.harness_timeout_s
+            )
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
             full = run_quick(trees[INCUMBENT], full_job, scratch / "full.csv")
             representative = choose_representative(full, shapes, manifest.primary_metric)
@@ -106,7 +112,7 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
         noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})
         return _record(
-            campaign, manifest, head, full, aa_pairs[0].candidate, representative, noise, aa_samples
+            campaign, manifest, head, full, aa_pairs[0].candidate, representative, noise, aa_samples, prepared
         )
 
 
@@ -119,6 +125,7 @@ def _record(
     representative: list[str],
     noise: NoiseFloor,
     aa_samples: list[PairSample],
+    prepared: dict[str, Any],
 ) -> BaselineResult:
     repo = campaign.repo
     manifest.csv_header = full.header
@@ -154,6 +161,7 @@ def _record(
         "csv_schema_sha256": manifest.csv_header_sha256,
         "measured_commit": head,
         "tree": repo.git.rev_parse(f"{head}^{{tree}}"),
+        **prepared,
     }
     message = (
         f"campaign {campaign.name}: baseline (round 1)\n\n{manifest.primary_metric}: {value:.6g} (geomean of PASS shapes)\n"

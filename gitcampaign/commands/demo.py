@@ -2,8 +2,9 @@
 
 init → prepare → baseline → three scripted rounds → report, then the lineage as `git log` shows it.
 The rounds are real edits of `kernels/gemm.py`: one that helps (bigger, autotuned tiles), one
-planted slower (tiny tiles), one planted wrong (the K loop skips its last tile) that the Check gate
-must reject. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, Llama shapes.
+planted slower (tiny tiles), one planted wrong (the K loop skips its last tile) that validate's test
+gate must reject before measuring it. On a CPU the harness runs Triton's interpreter on small
+shapes; on a GPU, Llama shapes.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -48,6 +48,8 @@ class ReportResult:
     ratio: float
     ci: tuple[float, float]
     termination: list[str]
+    acceptance: str = "none"  # passed, failed (recorded with --force) or none (no acceptance command)
+    clean_diff: bool = True
 
 
 def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) -> list[str]:
@@ -100,10 +102,34 @@ def report(
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
         job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, manifest.csv_header)
-        with worktrees(repo, campaign.name, {INCUMBENT: base_commit, CANDIDATE: head}) as trees:
-            results = interleaved(
-                trees, job, pairs or manifest.pairs, run_dir(repo, campaign.name, "report"), False
+        diff = steps.final_diff(
+            repo,
+            campaign.name,
+            manifest.git_commit,
+            head,
+            {row.commit: row.round for row in rows if row.status == STATUS_ACCEPTED and row.commit},
+            {row.commit for row in rows if row.status == STATUS_REJECTED and row.commit},
+        )
+        if not diff.clean and not force:
+            raise CampaignError(
+                diff.statement(campaign.name) + " No report was committed.",
+                "roll those commits back on the accepted line, or record it with `git campaign report --force`",
             )
+        scratch = run_dir(repo, campaign.name, "report")
+        commits = {INCUMBENT: base_commit, CANDIDATE: head}
+        with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
+            built = steps.build_all(repo, manifest, trees, commits, scratch, manifest.harness_timeout_s)
+            suite = steps.acceptance(
+                repo, manifest, head, trees[CANDIDATE], scratch, manifest.harness_timeout_s
+            )
+            if suite is not None and not suite.passed and not force:
+                raise CampaignError(
+                    f"the acceptance suite failed on the final accepted head {head[:12]}; no report was committed\n"
+                    + "\n".join(suite.failure_notes()),
+                    "fix it in a new round (`git campaign round -m ...`), or record the failure with"
+                    " `git campaign report --force`",
+                )
+            results = interleaved(trees, job, pairs or manifest.pairs, scratch, False)
         final = results[0].candidate
         passing = [
             label
@@ -121,7 +147,7 @@ def report(
         environment = envinfo.fingerprint()
         markdown = _markdown(
             campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit
-        )
+        ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         folder = C.campaign_dir(campaign.name)
         document = {
             "campaign": campaign.name,
@@ -135,6 +161,9 @@ def report(
             "final_commit": head,
             "shapes": per_shape,
             "environment": environment,
+            **built,
+            "acceptance": suite.to_json() if suite else None,
+            "final_diff": diff.to_json(),
         }
         commit = g.commit_files(
             repo,
@@ -152,6 +181,8 @@ def report(
             stats.ratio if stats else math.nan,
             stats.ci if stats else (math.nan, math.nan),
             reached,
+            "none" if suite is None else "passed" if suite.passed else "failed",
+            diff.clean,
         )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from git import Repo
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -186,6 +186,14 @@ def validate(
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
         shapes = manifest.shapes() if full else manifest.representative()
+        unmeasured = steps.outside_workspace(repo, manifest, incumbent, commit)
+        if unmeasured:
+            raise CampaignError(
+                f"round {current.number} changes {', '.join(unmeasured[:5])}, outside the workspace copy"
+                f" ({', '.join(manifest.workspace)}): its measurement would not see the change",
+                "keep the round's change inside the workspace (amend the commit), or start a campaign whose"
+                " --workspace holds that path",
+            )
         gates = gate_findings(repo, manifest, incumbent, commit)
         started = verdict.now()
         document: dict[str, Any] = {
@@ -285,14 +293,20 @@ def _measure(
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
-) -> bytes:
-    """Measure sessions until the rules decide; fills `result`, returns the candidate CSV to note."""
+) -> bytes | None:
+    """Build, test, then measure sessions until the rules decide; fills `result`, returns the
+    candidate CSV to note (None when the candidate failed its build or tests: nothing measured)."""
     metric = manifest.primary_metric
     labels = [shape.label for shape in job.shapes]
     scratch = run_dir(campaign.repo, campaign.name, f"round-{result.round}")
     all_samples: list[PairSample] = []
     first: PairResult | None = None
-    with worktrees(campaign.repo, campaign.name, commits) as trees:
+    with worktrees(campaign.repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
+        ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
+        document.update(ready.record)
+        if ready.reason is not None:
+            result.reasons, result.notes = [ready.reason], ready.notes
+            return None
         session = 0
         while True:
             session += 1

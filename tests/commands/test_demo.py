@@ -34,7 +34,7 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert decisions[2][0] in C.ACCEPTED  # bigger tiles help
     assert decisions[2][2] is not None  # the training probe ran on the accepted round
     assert decisions[3][:2] == (C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION])  # planted slower
-    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])  # planted wrong
+    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_TESTS_FAILED])  # planted wrong: K tails
     main_log = git(root, "log", "--format=%s", C.main_branch(NAME))
     assert main_log.splitlines()[0] == f"campaign {NAME}: report"
     assert "Notes (campaign/bench)" in output  # the printed lineage carries the CSV notes

@@ -314,6 +314,8 @@ def report(
     if html:
         from gitcampaign.html_report import write_report
 
+        if force or pairs:
+            raise click.UsageError("--html writes the page and measures nothing: drop --force and --pairs")
         path = write_report(_repo(ctx), _campaign(ctx), Path(output) if output else None)
         _emit(f"HTML report written: {path}", {"path": str(path)}, as_json)
         return
@@ -344,12 +346,19 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
-    from gitcampaign.commands.next import STEP_VALIDATE
+    from gitcampaign.commands.next import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
+        result = done.result
         if done.step == STEP_VALIDATE:
-            lines.append(_validation_text(done.result))
+            lines.append(_validation_text(result))
+        elif done.step == STEP_BASELINE:
+            lines.append(f"baseline recorded at {result.commit[:12]}: aggregate {result.aggregate:.6g}")
+        elif done.step == STEP_ROUND:
+            lines.append(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+        elif done.step == STEP_REPORT:
+            lines.append(f"report committed at {result.commit[:12]}: {result.path}")
         else:
             lines.append(f"done: {done.step}")
     step = outcome.then

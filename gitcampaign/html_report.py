@@ -15,7 +15,7 @@ from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import plot, verdict
-from gitcampaign.campaign import Campaign, Round
+from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, Round
 from gitcampaign.lineage import LineageRow, lineage_rows
 
 STYLE = """
@@ -133,22 +133,18 @@ def render(campaign: Campaign) -> str:
         for label in manifest.representative_shapes
     ]
     speedup = next(
-        (row.vs_baseline for row in reversed(rows) if row.status in ("baseline", "accepted")), None
+        (row.vs_baseline for row in reversed(rows) if row.status in ("baseline", STATUS_ACCEPTED)), None
     )
     summary = [
         f"Op <code>{_e(manifest.target_op)}</code> ({_e(manifest.target_backend)}), primary metric "
         f"<b>{_e(manifest.primary_metric)}</b>",
         f"Accepted head <code>{_e(head[:12])}</code> on <code>{_e(campaign.main_branch)}</code>; "
         f"speedup over baseline {_num(speedup, '.3f')}x",
-        f"{sum(r.status == 'accepted' for r in rows)} accepted, "
-        f"{sum(r.status == 'rejected' for r in rows)} rejected of {len(rounds)} rounds",
+        f"{sum(r.status == STATUS_ACCEPTED for r in rows)} accepted, "
+        f"{sum(r.status == STATUS_REJECTED for r in rows)} rejected of {len(rounds)} rounds",
         f"Written {verdict.now()} by <code>git campaign report --html</code>",
     ]
-    sections = [
-        _round_section(campaign, entry)
-        for entry in rounds
-        if entry.status in ("accepted", "rejected", "open", "pending")
-    ]
+    sections = [_round_section(campaign, entry) for entry in rounds if entry.commit is not None]
     return "\n".join(
         [
             "<!DOCTYPE html>",

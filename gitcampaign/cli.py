@@ -362,7 +362,7 @@ def _next_text(outcome: Any) -> str:
         else:
             lines.append(f"done: {done.step}")
     step = outcome.then
-    lines.append(f"next: {step.command}  ({step.why})")
+    lines += [f"next: {step.command}", f"  why: {step.why}"]
     return "\n".join(lines)
 
 

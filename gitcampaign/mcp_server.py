@@ -29,9 +29,9 @@ try:
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.types import CallToolResult, TextContent
-except ImportError as missing:
+except ImportError:
     raise CampaignError(
-        f"`git campaign mcp` needs the MCP Python SDK ({missing.name} is not installed)", INSTALL_HINT
+        "`git campaign mcp` needs the MCP Python SDK, which is not installed", INSTALL_HINT
     ) from None
 
 HEARTBEAT_S = 5.0  # progress while a measurement runs, so clients neither time out nor look hung

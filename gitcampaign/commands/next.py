@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
@@ -98,7 +99,13 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
         )
     head = campaign.accepted_head()
     if any(doc.get("phase") == verdict.PHASE_REPORT for doc in verdict.read(repo, head)):
-        return NextStep(name, STEP_DONE, "none", "the campaign is reported (campaigns/NAME/REPORT.md)", False)
+        return NextStep(
+            name,
+            STEP_DONE,
+            "git campaign report --html  (review it)",
+            f"the campaign is reported ({C.campaign_dir(name)}/{C.REPORT_FILE})",
+            False,
+        )
     reached = termination(campaign, manifest, rows)
     if reached:
         return NextStep(name, STEP_REPORT, "git campaign report", "; ".join(reached), True)
@@ -106,7 +113,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
         name,
         STEP_ROUND,
         'git campaign round -m "HYPOTHESIS"',
-        "the last round is decided; the next one needs its hypothesis (next --run -m HYPOTHESIS)",
+        "the last round is decided and the next needs its hypothesis: `git campaign next --run -m IDEA`",
         False,
     )
 

@@ -244,6 +244,10 @@ def test_cli_wiring(project: Path) -> None:
         "demo",
         "lint",
         "hooks",
+        "next",
+        "plot",
+        "mcp",
+        "completion",
     ]:
         assert verb in runner.invoke(cli, ["-h"]).output
     assert main(["-C", str(project), "show", "9"]) == 1  # user error -> exit 1

@@ -15,7 +15,7 @@ from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import plot, verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, Round
+from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, Round, resolve
 from gitcampaign.lineage import LineageRow, lineage_rows
 
 STYLE = """
@@ -168,8 +168,6 @@ def render(campaign: Campaign) -> str:
 
 def write_report(repo_path: Path, campaign_name: str | None, output: Path | None) -> Path:
     """`git campaign report --html`: the page for the campaign as it stands (default NAME-report.html)."""
-    from gitcampaign.campaign import resolve
-
     plot.require_matplotlib()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))

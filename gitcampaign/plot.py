@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
+from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign
+from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, resolve
 from gitcampaign.errors import CampaignError
 
 FORMATS = ("png", "svg")
@@ -265,10 +266,8 @@ def _draw_shapes(axes: Any, data: PlotData) -> None:
     axes.grid(axis="x", alpha=0.3)
 
 
-def report_plot(
-    campaign: Campaign, shape_ratios: dict[str, float], fmt: str = C.REPORT_PLOT_FILE.rsplit(".", 1)[-1]
-) -> bytes:
-    """The report's figure, with the per-shape panel from its own final full validation."""
+def report_plot(campaign: Campaign, shape_ratios: dict[str, float]) -> bytes:
+    """The report's figure (REPORT_PLOT_FILE), with the per-shape panel from its final full validation."""
     data = PlotData(
         campaign.name,
         campaign.manifest().primary_metric,
@@ -276,14 +275,11 @@ def report_plot(
         shape_ratios,
         "final full validation (report)",
     )
-    return render(data, fmt)
+    return render(data, Path(C.REPORT_PLOT_FILE).suffix.lstrip("."))
 
 
 def draw(repo_path: Path, campaign_name: str | None, shape: str | None, output: Path | None) -> Path:
     """`git campaign plot`: the report's figure for the campaign as it stands, drawn on demand."""
-    from gitcampaign import git as g
-    from gitcampaign.campaign import resolve
-
     require_matplotlib()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))

@@ -3,7 +3,8 @@
 The top panel follows the accepted line: the incumbent's speedup over the baseline as a step, the A/A
 noise floor measured at BASELINE shaded around it (a candidate inside the band is indistinguishable
 from noise), accepted rounds as green dots, rejected ones as red crosses at the speedup they measured,
-and rounds rejected by a gate (nothing measured) as hollow red squares on the incumbent's level.
+and rounds rejected by a gate (a failed check, lint finding or protected file: no speed ratio) as
+hollow red squares on the incumbent's level.
 The bottom panel is the final state per shape: final/baseline ratio, one bar per shape.
 
 Speedups are products of paired ratios, as in the lineage table: absolute numbers of runs on
@@ -32,7 +33,7 @@ INSTALL_HINT = 'install the plotting extra: pip install "gitcampaign[plot]" (or 
 class Point:
     round: int
     status: str
-    speedup: float  # the candidate's speedup over the baseline (the incumbent's level when unmeasured)
+    speedup: float  # the candidate's speedup over the baseline (the incumbent's level without a ratio)
     measured: bool
 
 
@@ -184,9 +185,10 @@ def _draw_rounds(axes: Any, data: PlotData) -> None:
     last = max(rounds) + 0.5
     xs, ys = [*rounds, last], [*levels, levels[-1]]
     band = series_.noise
+    # The floor is a fraction of a ratio (log space): x(1 + floor) up, /(1 + floor) down, never below 0.
     axes.fill_between(
         xs,
-        [y * (1 - band) for y in ys],
+        [y / (1 + band) for y in ys],
         [y * (1 + band) for y in ys],
         step="post",
         color="#9ab",
@@ -231,7 +233,7 @@ def _draw_rounds(axes: Any, data: PlotData) -> None:
             edgecolors="#c22",
             s=46,
             zorder=3,
-            label="rejected by a gate (not measured)",
+            label="rejected by a gate (no speed ratio)",
         )
     axes.axhline(1.0, color="#888", linewidth=0.8, linestyle=":")
     axes.set_xlim(0.5, last)
@@ -259,10 +261,11 @@ def _draw_shapes(axes: Any, data: PlotData) -> None:
     axes.bar_label(bars, labels=[f"{ratio:.3f}x" for ratio in ratios], padding=3, fontsize=8)
     axes.axvline(1.0, color="#444", linewidth=0.8)
     axes.invert_yaxis()
-    spread = max(abs(ratio - 1) for ratio in ratios) or 0.05
-    axes.set_xlim(1 - 1.35 * spread, 1 + 1.35 * spread)
+    low, high = min([*ratios, 1.0]), max([*ratios, 1.0])
+    pad = 0.15 * (high - low) or 0.05
+    axes.set_xlim(max(0.0, low - pad), high + pad)
     axes.set_xlabel("final / baseline (x)")
-    axes.set_title(f"final state per shape ({data.shape_source})")
+    axes.set_title(f"final state per shape: {data.shape_source}")
     axes.grid(axis="x", alpha=0.3)
 
 

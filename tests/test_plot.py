@@ -42,7 +42,7 @@ def test_series_marks_every_decided_round(project: Path) -> None:
         (1, "baseline", True),
         (2, "accepted", True),
         (3, "rejected", True),
-        (4, "rejected", False),  # the harness gate: nothing measured, drawn on the incumbent's level
+        (4, "rejected", False),  # the harness gate: no ratio, drawn on the incumbent's level
     ]
     speedups = [p.speedup for p in series.points]
     assert speedups == pytest.approx([1.0, 1.10, 0.95, 1.10], rel=1e-4)
@@ -65,7 +65,7 @@ def test_svg_has_axes_marks_and_noise_band(project: Path) -> None:
         "speedup over baseline (x)",
         "round (1 = baseline)",
         "accepted",
-        "rejected by a gate (not measured)",
+        "rejected by a gate (no speed ratio)",
         "noise floor (A/A, ±2.00%)",
         "final / baseline (x)",
         "s-large",

@@ -24,7 +24,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("plot") / "proj"
     root.mkdir()
     with pytest.MonkeyPatch.context() as patch:
-        from conftest import HERMETIC_GIT_ENV
+        from tests.conftest import HERMETIC_GIT_ENV
 
         for key, value in HERMETIC_GIT_ENV.items():
             patch.setenv(key, value)

@@ -15,11 +15,13 @@ from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
+from gitcampaign.commands.baseline import BaselineResult
 from gitcampaign.commands.report import termination
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows
 
-STEP_BASELINE = "baseline"  # prepare (idempotent), then the baseline
+STEP_PREPARE = "prepare"
+STEP_BASELINE = "baseline"  # performed as prepare (idempotent), then the baseline
 STEP_VALIDATE = "validate"
 STEP_COMMIT = "commit"  # a person edits and commits: nothing to run
 STEP_ROUND = "round"  # needs a hypothesis
@@ -57,7 +59,7 @@ class NextRun:
 def _summary(result: Any) -> dict[str, Any]:
     if hasattr(result, "to_json"):
         return dict(result.to_json())
-    if hasattr(result, "noise"):  # a baseline: its CSV table stays in the note, not in this summary
+    if isinstance(result, BaselineResult):  # its CSV table stays in the note, not in this summary
         return {
             "commit": result.commit,
             "aggregate": result.aggregate,
@@ -129,7 +131,7 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
     performed = []
     step = next_step(repo_path, campaign_name)
     if step.step == STEP_BASELINE:
-        performed.append(Performed("prepare", prepare(repo_path, campaign_name)))
+        performed.append(Performed(STEP_PREPARE, prepare(repo_path, campaign_name)))
         performed.append(Performed(STEP_BASELINE, baseline(repo_path, campaign_name)))
     elif step.step == STEP_VALIDATE:
         performed.append(Performed(STEP_VALIDATE, validate(repo_path, campaign_name)))

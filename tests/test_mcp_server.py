@@ -110,3 +110,15 @@ def test_agent_loop_over_stdio(project: Path) -> None:
     anyio.run(session)
     assert progress and progress[0][0] == 0
     assert any(message and "ACCEPT" in message for _, message in progress)
+
+
+def test_initialize_handshake_of_current_agent_tools(project: Path) -> None:
+    """Agent tools of today open with the `initialize` handshake, not the SDK 2 discovery probe."""
+
+    async def session() -> None:
+        async with Client(server(project), mode="legacy", read_timeout_seconds=60) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+            state = data(await client.call_tool("status", {}))
+            assert state["campaign"] == NAME and state["next"].startswith("git campaign round")
+
+    anyio.run(session)

@@ -21,6 +21,7 @@ EXIT_USER_ERROR = 1
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
 
+COMPLETE_VAR = "_GIT_CAMPAIGN_COMPLETE"  # click's default would derive it from "git campaign"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
@@ -315,19 +316,116 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.option("--force", is_flag=True, help="T4: stop the campaign here.")
 @click.option("--pairs", default=None, type=click.IntRange(min=1))
+@click.option(
+    "--html",
+    is_flag=True,
+    help="Instead: write one self-contained HTML page of the campaign as it stands (measures nothing).",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="File for --html (default: NAME-report.html)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def report(ctx: click.Context, force: bool, pairs: int | None, as_json: bool) -> None:
-    """REPORT: final full validation and campaigns/NAME/REPORT.md on the accepted line."""
+def report(
+    ctx: click.Context, force: bool, pairs: int | None, html: bool, output: str | None, as_json: bool
+) -> None:
+    """REPORT: final full validation and campaigns/NAME/REPORT.md (+ REPORT.svg) on the accepted line."""
+    if html:
+        from gitcampaign.html_report import write_report
+
+        if force or pairs:
+            raise click.UsageError("--html writes the page and measures nothing: drop --force and --pairs")
+        path = write_report(_repo(ctx), _campaign(ctx), Path(output) if output else None)
+        _emit(f"HTML report written: {path}", {"path": str(path)}, as_json)
+        return
     from gitcampaign.commands.report import report as run
 
     result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
-        + "\n".join(result.termination)
-        + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
+        + "
+".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
+        + f"
+acceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
     _emit(text, result.__dict__, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--shape", default=None, help="Plot this shape's speedup per round instead of the aggregate.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="PNG or SVG file (default: NAME[-SHAPE]-speedup.png).",
+)
+@click.pass_context
+def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
+    """Speedup per round (accepted/rejected marked, noise band shaded) and per-shape ratios (needs [plot])."""
+    from gitcampaign.plot import draw
+
+    click.echo(f"plot written: {draw(_repo(ctx), _campaign(ctx), shape, Path(output) if output else None)}")
+
+
+def _next_text(outcome: Any) -> str:
+    from gitcampaign.commands.next import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+
+    lines = []
+    for done in outcome.performed:
+        result = done.result
+        if done.step == STEP_VALIDATE:
+            lines.append(_validation_text(result))
+        elif done.step == STEP_BASELINE:
+            lines.append(f"baseline recorded at {result.commit[:12]}: aggregate {result.aggregate:.6g}")
+        elif done.step == STEP_ROUND:
+            lines.append(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+        elif done.step == STEP_REPORT:
+            lines.append(f"report committed at {result.commit[:12]}: {result.path}")
+        else:
+            lines.append(f"done: {done.step}")
+    step = outcome.then
+    lines += [f"next: {step.command}", f"  why: {step.why}"]
+    return "\n".join(lines)
+
+
+@cli.command("next", context_settings=CONTEXT)
+@click.option("--run", "perform", is_flag=True, help="Perform the step instead of printing it.")
+@click.option(
+    "-m",
+    "--message",
+    "hypothesis",
+    default=None,
+    help="With --run: then open the next round with this hypothesis.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
+    """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
+    from gitcampaign.commands.next import NextRun, next_step, run_next
+
+    if perform:
+        outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
+    else:
+        outcome = NextRun(next_step(_repo(ctx), _campaign(ctx)))
+    _emit(_next_text(outcome), outcome.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve the campaign tools over MCP on stdio, for agent tools (needs the [mcp] extra)."""
+    from gitcampaign.mcp_server import serve
+
+    serve(_repo(ctx), _campaign(ctx))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(git campaign completion bash)" in ~/.bashrc."""
+    from gitcampaign.completion import script
+
+    click.echo(script(cli, shell))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -388,7 +486,7 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
     try:
-        code = cli.main(args=argv, prog_name="git campaign", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False)
     except CampaignError as exc:
         click.echo(f"error: {exc.message}", err=True)
         if exc.hint:
@@ -410,6 +508,15 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"internal error (a bug in gitcampaign); traceback written to {log}", err=True)
         return EXIT_BUG
     return code if isinstance(code, int) else 0
+
+
+def entry() -> int:
+    """The `git-campaign` executable: first make sure `git campaign --help` (= `man git-campaign`)
+    finds the page after an editable install, which installs no data files."""
+    from gitcampaign.manpage import install_for_editable
+
+    install_for_editable()
+    return main()
 
 
 if __name__ == "__main__":

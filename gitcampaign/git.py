@@ -278,6 +278,11 @@ def diff_stat(repo: Repo, old: str, new: str) -> str:
     return repo.git.diff("--stat", old, new)
 
 
+def diff_text(repo: Repo, old: str, new: str) -> str:
+    """The patch from `old` to `new`, newline-exact (GitPython would strip its last newline)."""
+    return repo.git.diff("--no-color", "--no-ext-diff", old, new, strip_newline_in_stdout=False)
+
+
 def commit_message(repo: Repo, commit: str) -> str:
     return repo.git.log("-1", "--format=%B", commit)
 

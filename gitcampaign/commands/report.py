@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, verdict
+from gitcampaign import envinfo, plot, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -50,6 +50,7 @@ class ReportResult:
     termination: list[str]
     acceptance: str = "none"  # passed, failed (recorded with --force) or none (no acceptance command)
     clean_diff: bool = True
+    warnings: list[str] = field(default_factory=list)
 
 
 def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) -> list[str]:
@@ -145,10 +146,18 @@ def report(
         )
         per_shape = _per_shape(results, manifest.primary_metric, labels, stats.shape_ratios if stats else {})
         environment = envinfo.fingerprint()
-        markdown = _markdown(
-            campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit
-        ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         folder = C.campaign_dir(campaign.name)
+        files: dict[str, bytes] = {}
+        warnings = []
+        if plot.available():
+            ratios = {label: v["ratio"] for label, v in per_shape.items() if isinstance(v["ratio"], float)}
+            files[f"{folder}/{C.REPORT_PLOT_FILE}"] = plot.report_plot(campaign, ratios)
+        else:
+            warnings.append(f"{C.REPORT_PLOT_FILE} not drawn: matplotlib is missing; {plot.INSTALL_HINT}")
+        markdown = _markdown(
+            campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit, bool(files)
+        ) + "\n".join(steps.report_section(suite, diff, campaign.name))
+        files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = {
             "campaign": campaign.name,
             "round": None,
@@ -168,10 +177,7 @@ def report(
         commit = g.commit_files(
             repo,
             campaign.main_branch,
-            {
-                f"{folder}/{C.REPORT_FILE}": markdown.encode(),
-                f"{folder}/{C.REPORT_PLOT_FILE}": _svg(rows).encode(),
-            },
+            files,
             f"campaign {campaign.name}: report\n\n" + "\n".join(reached) + "\n",
             notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(document)},
         )
@@ -183,6 +189,7 @@ def report(
             reached,
             "none" if suite is None else "passed" if suite.passed else "failed",
             diff.clean,
+            warnings,
         )
 
 
@@ -217,6 +224,7 @@ def _markdown(
     environment: dict[str, object],
     head: str,
     base_commit: str,
+    plotted: bool,
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
     accepted = [row for row in rounds if row.status == STATUS_ACCEPTED]
@@ -306,36 +314,6 @@ def _markdown(
             or ["- none"]
         ),
         "",
-        f"![speedup per round]({C.REPORT_PLOT_FILE})",
-        "",
+        *([f"![speedup per round and per-shape ratios]({C.REPORT_PLOT_FILE})", ""] if plotted else []),
     ]
     return "\n".join(lines)
-
-
-def _svg(rows: list[LineageRow]) -> str:
-    """Cumulative speedup after each round: accepted rounds as a line, rejected ones as crosses."""
-    points = [(row.round, row.vs_baseline, row.status) for row in rows if row.vs_baseline]
-    width, height, pad = 480, 240, 40
-    top = max([1.05, *(value for _, value, _ in points)])
-    low = min([0.95, *(value for _, value, _ in points)])
-    last = max([2, *(number for number, _, _ in points)])
-
-    def xy(number: int, value: float) -> tuple[float, float]:
-        x = pad + (number - 1) / max(last - 1, 1) * (width - 2 * pad)
-        y = height - pad - (value - low) / (top - low) * (height - 2 * pad)
-        return round(x, 1), round(y, 1)
-
-    line = " ".join(
-        f"{x},{y}" for x, y in (xy(n, v) for n, v, s in points if s in ("baseline", STATUS_ACCEPTED))
-    )
-    crosses = "".join(
-        f'<text x="{x}" y="{y}" font-size="12" text-anchor="middle" fill="#c33">x</text>'
-        for x, y in (xy(n, v) for n, v, s in points if s == STATUS_REJECTED)
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">'
-        f'<rect width="100%" height="100%" fill="white"/>'
-        f'<polyline points="{line}" fill="none" stroke="#236" stroke-width="2"/>{crosses}'
-        f'<text x="{pad}" y="20" font-size="12">speedup vs baseline per round ({low:.2f}x to {top:.2f}x)</text>'
-        "</svg>\n"
-    )

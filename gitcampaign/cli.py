@@ -343,10 +343,8 @@ def report(
     result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
-        + "
-".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
-        + f"
-acceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
+        + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
+        + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
     _emit(text, result.__dict__, as_json)
 

@@ -1,0 +1,52 @@
+"""The agreement table of `git campaign calibrate` (gitcampaign.calibration), on synthetic records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows
+
+
+def record(label: str, harness_ms: float, b2b_ms: float) -> dict[str, object]:
+    figures = {"ms": harness_ms, "sm_mhz": 1500.0, "power_w": 690.0}
+    return {
+        "label": label,
+        "check": "PASS",
+        "harness": {"forward": figures},
+        "back_to_back": {"forward": {"ms": b2b_ms, "sm_mhz": 1490.0, "power_w": 695.0}},
+    }
+
+
+def test_deviations_and_ratios_from_the_two_measures() -> None:
+    (row,) = build_rows([record("s", 1.02, 1.0)], [record("s", 0.8, 0.8)])
+    assert row.ours_deviation == pytest.approx(0.02)
+    assert row.vendor_deviation == pytest.approx(0.0)
+    assert row.harness_ratio == pytest.approx(0.8 / 1.02)
+    assert row.b2b_ratio == pytest.approx(0.8)
+    assert row.ratio_deviation == pytest.approx(1.0 / 1.02 - 1.0)
+    assert not row.agrees()  # 2% inside the shape limit, but the ratio moved by 2%: more than 1%
+
+
+@pytest.mark.parametrize(
+    ("ours", "vendor", "agrees"),
+    [
+        ((1.0, 1.0), (1.0, 1.0), True),
+        ((1.0 + 0.9 * SHAPE_LIMIT, 1.0), (1.0 + 0.9 * SHAPE_LIMIT, 1.0), True),  # both off alike
+        ((1.0 + 1.1 * SHAPE_LIMIT, 1.0), (1.0 + 1.1 * SHAPE_LIMIT, 1.0), False),  # ratio fine, shape not
+        ((1.0 + 1.2 * RATIO_LIMIT, 1.0), (1.0, 1.0), False),
+        ((math.nan, 1.0), (1.0, 1.0), False),  # NaN never agrees
+    ],
+)
+def test_limits(ours: tuple[float, float], vendor: tuple[float, float], agrees: bool) -> None:
+    (row,) = build_rows([record("s", *ours)], [record("s", *vendor)])
+    assert row.agrees() is agrees
+
+
+def test_rows_join_on_label_and_phase() -> None:
+    ours = [record("a", 1.0, 1.0), record("b", 1.0, 1.0)]
+    vendor = [record("b", 1.0, 1.0)]
+    rows = build_rows(ours, vendor)
+    assert [(row.label, row.phase) for row in rows] == [("b", "forward")]
+    assert rows[0].to_json()["agrees"] is True

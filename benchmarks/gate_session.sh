@@ -4,7 +4,7 @@
 # Stages: gemm (agreement, bf16 GEMM; stops the session when it produced no table), agreement (the
 # other ops), spread (five harness processes of one commit, A/A noise floor), calibrate (the shipped
 # `git campaign calibrate` on a scratch campaign), cachetest (the address-keyed-cache GPU test).
-# GATE_OPS, GATE_AGREEMENT_S and GATE_SPREAD_SHAPES narrow a session to fit what device time is left.
+# GATE_GEMM(_S), GATE_OPS, GATE_AGREEMENT_S, GATE_SPREAD_SHAPES and GATE_SPREAD_S narrow a session to fit what device time is left.
 # Each stage has a time limit, so the session ends inside the call and its files come back.
 set -uo pipefail
 out=$1
@@ -24,7 +24,7 @@ for stage in $stages; do
   echo "== $stage $(date -u +%FT%TZ) GPU: $(gpu)"
   case $stage in
   gemm)
-    timeout 110 python3 benchmarks/gate_check.py agreement "$work/gemm" --ops gemm:2 --timeout 60
+    timeout "${GATE_GEMM_S:-110}" python3 benchmarks/gate_check.py agreement "$work/gemm" --ops "${GATE_GEMM:-gemm:2}" --timeout 60
     grep -q "^| gemm" "$work/gemm/agreement.md" 2>/dev/null || { echo "no gemm table: stopping"; break; }
     ;;
   agreement)
@@ -32,7 +32,7 @@ for stage in $stages; do
     timeout "${GATE_AGREEMENT_S:-290}" python3 benchmarks/gate_check.py agreement "$work/agreement" --timeout 60 --ops "$ops"
     ;;
   spread)
-    timeout 100 python3 benchmarks/gate_check.py spread "$work/spread" --processes 5 --shapes "${GATE_SPREAD_SHAPES:-2}" --timeout 30
+    timeout "${GATE_SPREAD_S:-100}" python3 benchmarks/gate_check.py spread "$work/spread" --processes 5 --shapes "${GATE_SPREAD_SHAPES:-2}" --timeout 30
     ;;
   calibrate)
     repo=$work/calibrate-repo

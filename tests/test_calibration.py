@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
+from gitcampaign import envinfo
 from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows
+from gitcampaign.templates import quick_test_bench as qtb
 
 
 def record(label: str, harness_ms: float, b2b_ms: float) -> dict[str, object]:
@@ -50,3 +54,25 @@ def test_rows_join_on_label_and_phase() -> None:
     rows = build_rows(ours, vendor)
     assert [(row.label, row.phase) for row in rows] == [("b", "forward")]
     assert rows[0].to_json()["agrees"] is True
+
+
+def test_clock_records_summarise_the_harness_windows(tmp_path: Path) -> None:
+    """The harness's clock log (beside its CSV) read back per shape and phase over several runs."""
+    assert envinfo.CLOCK_DRIFT_WARN == qtb.CLOCK_MOVED_WARN
+    assert envinfo.CLOCK_LOG_GLOB == "*" + qtb.CLOCK_LOG_SUFFIX
+    for run, (clock, drift) in enumerate([(1500.0, 0.0), (1540.0, 0.05), (1520.0, 0.01)]):
+        samples = [(clock, 690.0, 60.0 + run)] * 3
+        window = qtb.Window("s forward", 100, 2, 600.0, 1.0, True, samples).summary()
+        window["clock_moved"] = drift
+        (tmp_path / f"pair{run}.clocks.json").write_text(json.dumps({"gpu": "H200", "windows": [window]}))
+    (tmp_path / "broken.clocks.json").write_text("{")
+    assert envinfo.clock_records(tmp_path) == {
+        "s forward": {
+            "windows": 3,
+            "sm_mhz": [1500.0, 1520.0, 1540.0],
+            "power_w": 690.0,
+            "temp_c_max": 62.0,
+            "drifted": 1,
+        }
+    }
+    assert envinfo.clock_records(tmp_path / "none") == {}

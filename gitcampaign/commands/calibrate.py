@@ -96,7 +96,7 @@ def calibrate(
                         "--shapes-file",
                         str(shapes_file),
                         "--out",
-                        str(scratch),
+                        str(scratch / backend),
                         *(["--forward-only"] if forward_only else []),
                     )
                 )
@@ -111,7 +111,7 @@ def calibrate(
                         f"command: {command}\nlast lines of {log}:\n{measure.tail(log)}",
                         "calibrate on the GPU the campaign measures on",
                     )
-                records[backend] = json.loads((scratch / f"{backend}.json").read_text())
+                records[backend] = json.loads((scratch / backend / f"{backend}.json").read_text())
         result = CalibrateResult(
             head, backends, build_rows(records[backends[0]], records[backends[1]]), envinfo.fingerprint()
         )
@@ -124,7 +124,12 @@ def calibrate(
                 if figures.get("clock_moved")
             ]
         document = {"format": C.VERDICT_FORMAT, "kind": "calibration", "campaign": campaign.name}
-        document.update(result.to_json(), tool_version=__version__, written=verdict.now())
+        document.update(
+            result.to_json(),
+            harness_clocks={backend: envinfo.clock_records(scratch / backend) for backend in records},
+            tool_version=__version__,
+            written=verdict.now(),
+        )
         rendered = b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120).encode()
         existing = g.read_note(repo, C.NOTES_ENVIRONMENT, head)
         g.write_note(

@@ -221,6 +221,7 @@ def test_placeholders_left_in_are_refused(tmp_path: Path) -> None:
     ("shapes", "args", "message"),
     [
         ([{"label": "s", "M": 8, "N": 8, "K": 8}], ["--repeats", "0"], "--repeats must be at least 1"),
+        ([{"label": "s", "M": 8, "N": 8, "K": 8}], ["--window-s", "-1"], "--window-s must be between"),
         (None, [], "--shapes-file"),  # required argument missing: 3, not argparse's 2
         ([{"label": "s", "M": 8, "N": 8, "K": 8, "min_snr_db": 10}], [], "may only tighten"),
         ([{"label": "s", "M": 8, "K": 8}], [], "has no 'N'"),
@@ -460,7 +461,10 @@ def test_every_op_passes_on_the_gpu(tmp_path: Path, op: str, preset_name: str, b
     """Events, L2 flush, allocator poisoning, bf16 and exact quantisation on real hardware."""
     harness = harness_repo(tmp_path / "repo", op, backend)
     shapes = tiny_shapes(preset_name)
-    process, csv_text = run_harness(harness, shapes, "--repeats", "3", "--iters-per-repeat", "2")
+    # No pre-roll, short windows: this test is about the checks, BENCHMARKS.md about the timing.
+    process, csv_text = run_harness(
+        harness, shapes, "--repeats", "3", "--iters-per-repeat", "2", "--preroll-s", "0", "--window-s", "0"
+    )
     assert process.returncode == 0, process.stderr
     assert "clock: CUDA events" in process.stderr
     assert csv_text is not None

@@ -657,10 +657,13 @@ class Clock:
     """CUDA events on a GPU, `time.perf_counter` on the CPU; originals captured before the kernels
     are imported, so a kernel module that replaces a timer cannot change what this clock reads."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(
+        self, device: Any, min_preroll_s: float = PREROLL_MIN_S, min_window_s: float = TIMED_MIN_S
+    ) -> None:
         import torch
 
         self.device = device
+        self.min_preroll_s, self.min_window_s = min_preroll_s, min_window_s
         self.originals: dict[str, object] = {"time.perf_counter": time.perf_counter}
         self.perf_counter = time.perf_counter
         self.windows: list[Window] = []
@@ -719,7 +722,7 @@ class Clock:
         self, prepare: Callable[[], Callable[[], Any]], repeats: int, iters: int, what: str
     ) -> list[float]:
         """Milliseconds of repeats x n timed calls run back to back on the GPU, each on inputs of its
-        own; n is `iters`, or more where that many calls would not fill TIMED_MIN_S.
+        own; n is `iters`, or more where that many calls would not fill `min_window_s`.
 
         A training step runs its kernels back to back at the clock the power limit allows, not one
         at a time on a cold GPU at boost clock (on the H200 the two differ by 10-25%). So:
@@ -727,9 +730,9 @@ class Clock:
           never again (identity caches miss), deep enough that the bytes prepared since a set was
           made exceed POOL_L2_MULTIPLE x L2: its inputs are out of L2 when its turn comes, and the
           call before it touched other memory (no flush kernel needed);
-        - a pre-roll of the same calls until the SM clock settles (NVML), then at least TIMED_MIN_S
-          of timed calls, with no host synchronisation in between: the host runs ahead and the GPU
-          never waits for it;
+        - a pre-roll of the same calls until the SM clock settles (NVML), then at least
+          `min_window_s` of timed calls, with no host synchronisation from the pre-roll's start to
+          the window's end: the host runs ahead and the GPU never waits for it;
         - where the host does not keep ahead (kernels of a few microseconds), a short GPU spin,
           sized from the measured launch time, keeps the start event from firing before the op is
           launched, so the host's launch stays out of the interval.
@@ -772,19 +775,21 @@ class Clock:
             call_s = max(call_s, start.elapsed_time(end) * 1e-3)
         cover_cycles = int(min(max(2.0 * launch_s, MIN_COVER_S), MAX_COVER_S) * SPIN_CYCLES_PER_S)
 
+        # The host reads the clock between chunks without waiting for the GPU: once the launch queue
+        # is full it goes at the GPU's pace, so host time measures the pre-roll, and the GPU never
+        # idles between the pre-roll and the timed window.
         preroll_began = self.perf_counter()
         chunk = max(1, math.ceil(PREROLL_CHUNK_S / max(call_s, 1e-6)))
         settled, previous_clock, preroll_calls = False, math.nan, 0
-        while not settled and self.perf_counter() - preroll_began < PREROLL_MAX_S:
+        previous_end = None
+        while self.min_preroll_s > 0 and not settled and self.perf_counter() - preroll_began < PREROLL_MAX_S:
             with self.monitor.recording() as samples:
-                previous_end = None
                 preroll_calls += chunk
                 for _ in range(chunk):
                     start, end = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
                     step(cover_cycles, previous_end, start, end)
                     previous_end = end
-                torch.cuda.synchronize(device)
-            long_enough = self.perf_counter() - preroll_began >= PREROLL_MIN_S
+            long_enough = self.perf_counter() - preroll_began >= self.min_preroll_s
             if not samples:
                 settled = long_enough
                 continue
@@ -792,15 +797,15 @@ class Clock:
             settled = long_enough and abs(clock - previous_clock) <= SETTLED_CLOCK * previous_clock
             previous_clock = clock
         preroll_s = self.perf_counter() - preroll_began
-        sustained_call_s = preroll_s / preroll_calls  # prepare included: what one timed step costs
-        per_repeat = max(iters, math.ceil(TIMED_MIN_S / (repeats * sustained_call_s)))
+        # What one timed step costs, prepare included (the probes' figure when there was no pre-roll).
+        sustained_call_s = preroll_s / preroll_calls if preroll_calls else call_s
+        per_repeat = max(iters, math.ceil(self.min_window_s / (repeats * max(sustained_call_s, 1e-9))))
         calls = min(repeats * per_repeat, max(repeats * iters, MAX_TIMED_CALLS // repeats * repeats))
 
         events = [
             (self.event_class(enable_timing=True), self.event_class(enable_timing=True)) for _ in range(calls)
         ]
         with self.monitor.recording() as samples:
-            previous_end = None
             for start, end in events:
                 step(cover_cycles, previous_end, start, end)
                 previous_end = end
@@ -1146,12 +1151,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="timed repeats per shape (default: GPU 20, CPU 3)")
     parser.add_argument("--iters-per-repeat", type=int, help="timed calls per repeat (default: GPU 5, CPU 1)")
     parser.add_argument("--forward-only", action="store_true", help="skip the backward (its columns are nan)")
+    parser.add_argument(
+        "--preroll-s",
+        type=float,
+        default=PREROLL_MIN_S,
+        help=f"GPU: least back-to-back pre-roll per figure, 0 for none (default {PREROLL_MIN_S:g})",
+    )
+    parser.add_argument(
+        "--window-s",
+        type=float,
+        default=TIMED_MIN_S,
+        help=f"GPU: least duration of a figure's timed calls (default {TIMED_MIN_S:g})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     args = parser.parse_args(argv)
     for name in ("repeats", "iters_per_repeat"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("preroll_s", "window_s"):
+        if not 0.0 <= getattr(args, name) <= 60.0:
+            parser.error(f"--{name.replace('_', '-')} must be between 0 and 60 seconds")
     return args
 
 
@@ -1209,7 +1229,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     device = torch.device("cuda" if cuda else "cpu")
-    clock = Clock(device)
+    clock = Clock(device, args.preroll_s, args.window_s)
     kernels = load_kernels(op, cuda)
     gpu_name, peaks = device_peaks(device)
     print(f"quick_test_bench: {OP} ({BACKEND}) from {REPO_ROOT}; clock: {clock.name}", file=sys.stderr)

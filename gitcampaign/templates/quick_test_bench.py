@@ -255,7 +255,7 @@ class GemmOp:
     cuda_only_backends: tuple[str, ...] = ()
     peak_key: str = "bf16"
     quant = False
-    _routing_draws: int = 0
+    _routing_draws: int = field(default=0, init=False, repr=False)  # seeds of successive routings
 
     def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> GemmInputs:
         import torch
@@ -274,7 +274,7 @@ class GemmOp:
         routing = torch.Generator().manual_seed(generator.initial_seed() * 1_000_003 + self._routing_draws)
         groups = importlib.import_module(self.module)
         sizes = groups.make_group_sizes(shape.dist, shape.M, shape.B, generator=routing, device=device)
-        b = torch.randn(shape.B, shape.N, shape.K, generator=generator, device=device).to(dtype)
+        b = torch.randn(shape.B, shape.N, shape.K, generator=generator, device=device, dtype=dtype)
         return GemmInputs(a.requires_grad_(), b.requires_grad_(), sizes)
 
     def grad_out(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> Any:

@@ -15,6 +15,7 @@ import click
 from tabulate import tabulate
 
 from gitcampaign import __version__
+from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
 
 EXIT_USER_ERROR = 1
@@ -151,6 +152,76 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
         {"environment": result.environment, "actions": result.actions, "warnings": result.warnings},
         as_json,
     )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--all-shapes", is_flag=True, help="All target shapes (default: the representative ones).")
+@click.option("--forward-only", is_flag=True, help="Skip the backward.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json: bool) -> None:
+    """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
+    from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT
+    from gitcampaign.commands.calibrate import calibrate as run
+
+    result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only)
+    ours, vendor = result.backends
+
+    def pct(value: float) -> str:
+        return f"{100 * value:+.1f}%"
+
+    rows = [
+        [
+            row.label,
+            row.phase,
+            f"{row.ours_harness_ms:.4g}",
+            f"{row.ours_b2b_ms:.4g}",
+            pct(row.ours_deviation),
+            f"{row.vendor_harness_ms:.4g}",
+            f"{row.vendor_b2b_ms:.4g}",
+            pct(row.vendor_deviation),
+            f"{row.harness_ratio:.4f}",
+            f"{row.b2b_ratio:.4f}",
+            pct(row.ratio_deviation),
+            f"{row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}/{row.vendor_harness_mhz:.0f}/{row.vendor_b2b_mhz:.0f}",
+            "ok" if row.agrees() else "NO",
+        ]
+        for row in result.rows
+    ]
+    headers = [
+        "shape",
+        "phase",
+        f"{ours} gate ms",
+        f"{ours} b2b ms",
+        "dev",
+        f"{vendor} gate ms",
+        f"{vendor} b2b ms",
+        "dev",
+        "ratio gate",
+        "ratio b2b",
+        "dev",
+        "SM MHz",
+        "agrees",
+    ]
+    verdict_line = (
+        f"the gate agrees with the outside clock (per shape within {100 * SHAPE_LIMIT:g}%, ratios within "
+        f"{100 * RATIO_LIMIT:g}%)"
+        if result.agreed
+        else "the gate DISAGREES with the outside clock on the rows marked NO: do not trust its decisions here"
+    )
+    text = "\n".join(
+        [
+            tabulate(rows, headers=headers),
+            "b2b: triton.testing.do_bench after a pre-roll (events, L2 cleared, median); ratio: "
+            f"{ours} speed / {vendor} speed; SM MHz: {ours} gate/b2b, {vendor} gate/b2b",
+            *(f"warning: {w}" for w in result.warnings),
+            verdict_line,
+            f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
+        ]
+    )
+    _emit(text, result.to_json(), as_json)
+    if not result.agreed:
+        ctx.exit(EXIT_USER_ERROR)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -11,6 +11,8 @@ REPORT_PLOT_FILE = "REPORT.svg"
 NOTES_BENCH = "refs/notes/campaign/bench"
 NOTES_FULL = "refs/notes/campaign/full"
 NOTES_VERDICT = "refs/notes/campaign/verdict"
+# `calibrate` appends here (on the accepted head): harness vs an outside clock, with the environment.
+NOTES_ENVIRONMENT = "refs/notes/campaign/environment"
 NOTES_GLOB = "refs/notes/campaign/*"
 
 VERDICT_FORMAT = 1

@@ -365,6 +365,76 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     ctx.exit(code)
 
 
+def _sync_text(result: Any, verb: str) -> str:
+    lines = [f"{verb} campaign {result.campaign} ({result.source}):"]
+    lines += [f"  {line}" for line in result.updated] or ["  nothing to move: already up to date"]
+    lines += [f"  merge: {line}" for line in result.merges]
+    if result.waiting:
+        lines.append(
+            f"  {result.source} has news for {len(result.waiting)} ref(s): git campaign pull {result.source}"
+        )
+    return "\n".join(lines)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def push(ctx: click.Context, remote: str | None, as_json: bool) -> None:
+    """Publish the campaign (branches, rejected pins, notes) to REMOTE, never overwriting news there."""
+    from gitcampaign.commands.push import push as run
+
+    result = run(_repo(ctx), _campaign(ctx), remote)
+    _emit(_sync_text(result, "push"), result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pull(ctx: click.Context, remote: str | None, as_json: bool) -> None:
+    """Bring the campaign from REMOTE: fast-forward branches, add pins, merge notes."""
+    from gitcampaign.commands.pull import pull as run
+
+    result = run(_repo(ctx), _campaign(ctx), remote)
+    _emit(_sync_text(result, "pull"), result.to_json(), as_json)
+
+
+@cli.command("export", context_settings=CONTEXT)
+@click.argument("name", required=False)
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--self-contained", is_flag=True, help="Also carry the project history the campaign started from."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def export_(
+    ctx: click.Context, name: str | None, file: str | None, self_contained: bool, as_json: bool
+) -> None:
+    """Write the campaign as a git bundle (default campaigns/NAME/lineage.bundle)."""
+    from gitcampaign.commands.bundle import export as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), Path(file) if file else None, self_contained)
+    text = f"campaign {result.campaign}: {len(result.refs)} refs in {result.path} ({result.size_bytes} bytes)"
+    if result.prerequisite:
+        text += (
+            f"\nimport needs the project commit {result.prerequisite[:12]} (any clone of the project has it)"
+        )
+    _emit(text, result.to_json(), as_json)
+
+
+@cli.command("import", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def import_(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Restore a campaign from a bundle written by `export` (same commits, same notes)."""
+    from gitcampaign.commands.bundle import import_bundle as run
+
+    result = run(_repo(ctx), Path(file))
+    _emit(_sync_text(result, "import"), result.to_json(), as_json)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
+from gitcampaign import sync
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
     STATUS_EMPTY,
@@ -45,6 +46,7 @@ def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, A
         "max_iterations": manifest.max_iterations,
         "termination": reached,
         "next": _next_step(manifest.csv_header is not None, rounds),
+        "remotes": sync.remote_standing(repo, campaign.name),
     }
     lines = [
         f"campaign {campaign.name}: {manifest.target_op} ({manifest.target_backend}), {manifest.primary_metric}"
@@ -60,6 +62,7 @@ def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, A
     if data["speedup"]:
         lines.append(f"speedup over baseline: {data['speedup']:.3f}x")
     lines.append("termination: " + (", ".join(reached) if reached else "none reached"))
+    lines += [sync.describe_standing(remote, states) for remote, states in data["remotes"].items()]
     lines.append(f"next: {data['next']}")
     return "\n".join(lines), data
 

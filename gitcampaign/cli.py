@@ -133,17 +133,29 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
     )
 
 
+_GPUS_HELP = "Split the shapes across these GPUs (nvidia-smi indices), one interleaved sequence each."
+_EXECUTOR_HELP = (
+    "Where shards run: direct (here), local (submitit) or slurm (default: manifest executor.kind)."
+)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option(
     "--pairs", default=None, type=click.IntRange(min=1), help="A/A process pairs (default: manifest)."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
+def baseline(
+    ctx: click.Context, pairs: int | None, gpus: str | None, executor: str | None, as_json: bool
+) -> None:
     """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
     from gitcampaign.commands.baseline import baseline as run
 
-    result = run(_repo(ctx), _campaign(ctx), pairs)
+    result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor)
     rows = [
         [
             row.label,
@@ -228,15 +240,35 @@ def _validation_text(result: Any) -> str:
 @click.option(
     "--timeout", "timeout_s", default=None, type=click.IntRange(min=1), help="Seconds per harness process."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def validate(
-    ctx: click.Context, full: bool, pairs: int | None, no_probe: bool, timeout_s: int | None, as_json: bool
+    ctx: click.Context,
+    full: bool,
+    pairs: int | None,
+    no_probe: bool,
+    timeout_s: int | None,
+    gpus: str | None,
+    executor: str | None,
+    as_json: bool,
 ) -> None:
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
     from gitcampaign.commands.validate import validate as run
 
-    result = run(_repo(ctx), _campaign(ctx), full=full, pairs=pairs, probe=not no_probe, timeout_s=timeout_s)
+    result = run(
+        _repo(ctx),
+        _campaign(ctx),
+        full=full,
+        pairs=pairs,
+        probe=not no_probe,
+        timeout_s=timeout_s,
+        gpus=gpus,
+        executor=executor,
+    )
     _emit(_validation_text(result), result.to_json(), as_json)
 
 

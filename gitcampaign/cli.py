@@ -410,25 +410,27 @@ def _sync_text(result: Any, verb: str) -> str:
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def push(ctx: click.Context, remote: str | None, as_json: bool) -> None:
+def push(ctx: click.Context, remote: str | None, name: str | None, as_json: bool) -> None:
     """Publish the campaign (branches, rejected pins, notes) to REMOTE, never overwriting news there."""
     from gitcampaign.commands.push import push as run
 
-    result = run(_repo(ctx), _campaign(ctx), remote)
+    result = run(_repo(ctx), name or _campaign(ctx), remote)
     _emit(_sync_text(result, "push"), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def pull(ctx: click.Context, remote: str | None, as_json: bool) -> None:
+def pull(ctx: click.Context, remote: str | None, name: str | None, as_json: bool) -> None:
     """Bring the campaign from REMOTE: fast-forward branches, add pins, merge notes."""
     from gitcampaign.commands.pull import pull as run
 
-    result = run(_repo(ctx), _campaign(ctx), remote)
+    result = run(_repo(ctx), name or _campaign(ctx), remote)
     _emit(_sync_text(result, "pull"), result.to_json(), as_json)
 
 

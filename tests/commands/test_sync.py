@@ -217,4 +217,4 @@ def test_cli_wiring(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
     assert main(["-C", str(alice), "push", "--json"]) == 0
     assert main(["-C", str(alice), "export", NAME, str(tmp_path / "x.bundle")]) == 0
     assert main(["-C", str(alice), "import", str(tmp_path / "x.bundle")]) == 0
-    assert main(["-C", str(alice), "pull", "nowhere"]) == 1
+    assert main(["-C", str(alice), "pull", "nowhere", "--campaign", NAME]) == 1

@@ -424,13 +424,18 @@ def push(ctx: click.Context, remote: str | None, name: str | None, as_json: bool
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False)
 @click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option(
+    "--supersede",
+    is_flag=True,
+    help="Main diverged: keep REMOTE's line, mark your own acceptances superseded.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def pull(ctx: click.Context, remote: str | None, name: str | None, as_json: bool) -> None:
+def pull(ctx: click.Context, remote: str | None, name: str | None, supersede: bool, as_json: bool) -> None:
     """Bring the campaign from REMOTE: fast-forward branches, add pins, merge notes."""
     from gitcampaign.commands.pull import pull as run
 
-    result = run(_repo(ctx), name or _campaign(ctx), remote)
+    result = run(_repo(ctx), name or _campaign(ctx), remote, supersede)
     _emit(_sync_text(result, "pull"), result.to_json(), as_json)
 
 

@@ -52,6 +52,7 @@ REASON_SHAPE_REGRESSION = "shape_regression"
 REASON_NOT_FASTER = "not_faster"
 REASON_WITHIN_NOISE = "within_noise"
 REASON_MANUAL = "manual_override"
+REASON_SUPERSEDED = "superseded"  # accepted here while a teammate accepted another round on the same head
 
 # SNR thresholds in dB (DESIGN.md section 4); a manifest may only tighten them.
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}

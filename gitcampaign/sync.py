@@ -74,6 +74,11 @@ def fetch(repo: Repo, name: str, source: str, label: str) -> dict[str, str]:
     return tracked_refs(repo, name, label)
 
 
+def tracking_label(source: str) -> str:
+    """A remote's name as is; a URL or path made fit for a ref name."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", source).strip("_") or "remote"
+
+
 def drop_tracking(repo: Repo, label: str) -> None:
     for ref, sha in g.refs_under(repo, f"{TRACKING}/{label}/").items():
         g.delete_ref(repo, ref, sha)
@@ -222,7 +227,7 @@ def remote_standing(repo: Repo, name: str) -> dict[str, dict[str, list[str]]]:
     local = campaign_refs(repo, name)
     standing = {}
     for remote in g.remotes(repo):
-        theirs = tracked_refs(repo, name, remote)
+        theirs = tracked_refs(repo, name, tracking_label(remote))
         if not theirs:
             continue
         comparison = compare(repo, local, theirs)

@@ -21,7 +21,7 @@ def push(repo_path: Path, campaign_name: str | None, remote: str | None = None) 
     name = resolve(repo, campaign_name)
     target = sync.default_remote(repo, remote)
     with g.campaign_lock(repo, name):
-        theirs = sync.fetch(repo, name, target, target)
+        theirs = sync.fetch(repo, name, target, sync.tracking_label(target))
         ours = sync.campaign_refs(repo, name)
         comparison = sync.compare(repo, ours, theirs)
         diverged = comparison.refs_in(sync.DIVERGED)
@@ -37,7 +37,7 @@ def push(repo_path: Path, campaign_name: str | None, remote: str | None = None) 
         if updates:
             g.push_with_leases(repo, target, updates)
             for ref, (new, old) in updates.items():
-                tracking = f"{sync.TRACKING}/{target}/{ref[len('refs/') :]}"
+                tracking = f"{sync.TRACKING}/{sync.tracking_label(target)}/{ref[len('refs/') :]}"
                 g.update_ref(repo, tracking, new, old, f"campaign: pushed to {target}")
                 result.updated.append(f"{ref} {old[:12] if old else '(new)'}..{new[:12]}")
         return result

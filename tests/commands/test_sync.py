@@ -24,7 +24,7 @@ from gitcampaign.errors import CampaignError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commands.test_loop import NAME, commit_round, options  # noqa: E402
-from fake_project import git, make_project  # noqa: E402
+from fake_project import git, make_project, set_kernel  # noqa: E402
 
 
 def refs(root: Path) -> dict[str, str]:
@@ -190,8 +190,6 @@ def test_export_import_round_trip_then_the_campaign_continues(
     assert again.updated == []  # idempotent
 
     open_round(fresh, None, "bigger tiles")
-    from fake_project import set_kernel
-
     set_kernel(fresh, 120)
     git(fresh, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120")
     assert validate(fresh, None, probe=False).decision in C.ACCEPTED
@@ -218,3 +216,35 @@ def test_cli_wiring(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
     assert main(["-C", str(alice), "export", NAME, str(tmp_path / "x.bundle")]) == 0
     assert main(["-C", str(alice), "import", str(tmp_path / "x.bundle")]) == 0
     assert main(["-C", str(alice), "pull", "nowhere", "--campaign", NAME]) == 1
+
+
+def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    pull(bob, None)
+    mine = commit_round(bob, "wider tiles", 130)  # round 3, beside Alice's round 2
+    validate(alice, None, probe=False)
+    validate(bob, None, probe=False)  # both accepted on the same head
+    push(alice, None)
+    with pytest.raises(CampaignError, match="--supersede"):
+        pull(bob, None)
+    result = pull(bob, None, supersede=True)
+    assert any("round 3" in line and "cherry-pick" in line for line in result.merges)
+    repo = g.open_repo(bob)
+    assert (
+        g.rev(repo, f"refs/heads/{C.main_branch(NAME)}") == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+    )
+    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+    standing = verdict.standing(verdict.read(repo, mine))
+    assert standing is not None and standing["reasons"] == [C.REASON_SUPERSEDED]
+    _, data = status(bob, NAME)
+    assert data["rounds"]["accepted"] == 1 and data["rounds"]["rejected"] == 1
+
+    open_round(bob, None, "wider tiles, again")  # the re-run on top of Alice's line (the same
+    set_kernel(bob, 130)  # one-line change as `mine`; a cherry-pick would conflict with hers)
+    git(bob, "commit", "-q", "-am", "Hypothesis: wider tiles, again\nChange: speed 130")
+    assert validate(bob, None, probe=False).decision in C.ACCEPTED
+    push(bob, None)
+    pull(alice, None)
+    assert refs(alice) == refs(bob) == refs(origin)

@@ -287,12 +287,9 @@ def _run(plan: Plan, tasks: list[ShardTask], runs: int) -> list[ShardOutcome]:
     if plan.config.kind == DIRECT:
         # Children in our process group: ^C reaches them, and each stops its harness on the way out.
         with ProcessPoolExecutor(len(tasks), mp_context=get_context("spawn")) as pool:
-            return list(pool.map(_call, tasks))
+            futures = [pool.submit(task) for task in tasks]
+            return [future.result() for future in futures]
     return _submitit(plan, tasks, runs)
-
-
-def _call(task: ShardTask) -> ShardOutcome:
-    return task()
 
 
 def _submitit(plan: Plan, tasks: list[ShardTask], runs: int) -> list[ShardOutcome]:

@@ -306,6 +306,11 @@ def _submitit(plan: Plan, tasks: list[ShardTask], runs: int) -> list[ShardOutcom
         executor = submitit.LocalExecutor(folder=plan.folder / "%j")
         executor.update_parameters(timeout_min=minutes)
     else:
+        if shutil.which("srun") is None or shutil.which("sbatch") is None:
+            raise CampaignError(
+                "--executor slurm needs Slurm's sbatch and srun on PATH, and they are not here",
+                "run the command on a login node of the cluster (or use --executor direct on a GPU node)",
+            )
         executor = submitit.SlurmExecutor(folder=plan.folder / "%j")
         parameters: dict[str, Any] = {"nodes": 1, "ntasks_per_node": 1, "gres": config.gres, "time": minutes}
         parameters.update(

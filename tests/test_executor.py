@@ -163,3 +163,51 @@ def test_manifest_executor_is_checked(project: Path) -> None:
     plan = ex.make_plan(g.open_repo(project), NAME, {"kind": "slurm"}, "0,1", None)
     assert [d.gpu for d in plan.devices] == [None, None]  # Slurm hands each job its GPU
     assert ex.ShardTask({}, None, 1, project, True).checkpoint() is None  # type: ignore[arg-type]
+
+
+FAKE_SLURM = {
+    # sbatch keeps the script it was given and queues "job 4242"; sacct then reports it CANCELLED
+    # (what `scancel` or a preemption without requeue leaves); scancel accepts anything.
+    "sbatch": 'cp "$1" "$FAKE_SLURM_DIR/job.sbatch"\necho "Submitted batch job 4242"\n',
+    "sacct": 'printf "JobID|State|NodeList\\n4242|CANCELLED by 0|node7\\n"\n',
+    "scancel": "exit 0\n",
+    "srun": "exit 0\n",  # never run here: the sbatch script would call it on the node
+}
+
+
+def test_slurm_jobs_carry_the_manifest_fields_and_a_cancelled_one_records_nothing(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baseline(project, None)
+    commit_round(project, "bigger tiles", 120)
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    for name, body in FAKE_SLURM.items():
+        script = bin_dir / name
+        script.write_text("#!/bin/sh\n" + body)
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(tmp_path))
+    manifest_path = project / f"campaigns/{NAME}/manifest.yaml"
+    manifest = yaml.safe_load(manifest_path.read_text())
+    manifest["executor"] = {
+        "kind": "slurm",
+        "partition": "h200",
+        "gres": "gpu:h200:1",
+        "time_limit": 30,
+        "account": "kern",
+    }
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    git(project, "commit", "-q", "-am", "run the shards on Slurm")
+    git(project, "rebase", "-q", C.main_branch(NAME), C.round_branch(NAME, 2))  # the round on the new head
+    commit = git(project, "rev-parse", "HEAD").strip()
+    before = g.refs_under(g.open_repo(project), "refs/")
+    with pytest.raises(CampaignError, match="state CANCELLED") as failed:
+        validate(project, None, probe=False)
+    assert "nothing was recorded" in failed.value.message
+    script = (tmp_path / "job.sbatch").read_text()
+    for line in ("--partition=h200", "--gres=gpu:h200:1", "--time=30", "--account=kern", "--nodes=1"):
+        assert f"#SBATCH {line}" in script
+    assert verdict.read(g.open_repo(project), commit) == []
+    assert g.refs_under(g.open_repo(project), "refs/") == before

@@ -295,13 +295,16 @@ _override_command(
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option(
+    "--fetch", is_flag=True, help="Fetch each remote's copy first (else: as of the last push/pull)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
     """Where the campaign stands and what to run next."""
     from gitcampaign.commands.status import status as run
 
-    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+    _emit(*run(_repo(ctx), _campaign(ctx), fetch), as_json)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -237,7 +237,7 @@ def remote_standing(repo: Repo, name: str) -> dict[str, dict[str, list[str]]]:
 
 def describe_standing(remote: str, states: dict[str, list[str]]) -> str:
     if not any(states.values()):
-        return f"{remote}: in sync (as of the last push/pull)"
+        return f"{remote}: in sync (as of the last fetch, push or pull)"
     parts = [f"{state} on {len(refs)} ref(s)" for state, refs in states.items() if refs]
     todo = "git campaign pull, then push" if states[DIVERGED] or states[BEHIND] else "git campaign push"
-    return f"{remote}: {', '.join(parts)} (as of the last push/pull); next: {todo}"
+    return f"{remote}: {', '.join(parts)} (as of the last fetch, push or pull); next: {todo}"

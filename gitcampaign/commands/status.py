@@ -20,9 +20,12 @@ from gitcampaign.commands.report import termination
 from gitcampaign.lineage import LineageRow, lineage_rows
 
 
-def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, Any]]:
+def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> tuple[str, dict[str, Any]]:
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
+    if fetch:  # refresh what each remote holds (only the tracking refs move)
+        for remote in g.remotes(repo):
+            sync.fetch(repo, campaign.name, remote, sync.tracking_label(remote))
     manifest = campaign.manifest()
     _, rows = lineage_rows(campaign)
     rounds = [row for row in rows if row.round >= 2]

@@ -62,6 +62,13 @@ def test_pull_brings_the_campaign_byte_for_byte(team: tuple[Path, Path, Path]) -
     text, data = status(bob, NAME)
     assert data["remotes"] == {"origin": {"ahead": [], "behind": [], "diverged": []}}
     assert "origin: in sync" in text
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    assert status(bob, NAME)[1]["remotes"]["origin"]["behind"] == []  # no network unless asked
+    behind = status(bob, NAME, fetch=True)[1]["remotes"]["origin"]["behind"]
+    assert behind == [f"refs/heads/{C.round_branch(NAME, 2)}"]
+    commit_round(bob, "other", 90)  # Bob (not pulled) opens his own round 2 at another commit
+    assert "diverged on 1 ref(s)" in status(bob, NAME)[0]
 
 
 @pytest.mark.parametrize("first", ["alice", "bob"])

@@ -41,7 +41,7 @@ def pull(
     name = _campaign_name(repo, campaign_name)
     with g.campaign_lock(repo, name):
         theirs = sync.fetch(repo, name, source, sync.tracking_label(source))
-        if not theirs:
+        if not any(ref.startswith("refs/heads/") for ref in theirs):
             raise CampaignError(
                 f"{source} has no campaign {name}",
                 f"push it from the clone that has it: git campaign push {source}",
@@ -125,7 +125,7 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     notes = Campaign(repo, name).verdicts()
     for commit in commits:
         standing = verdict.standing(notes.get(commit, []))
-        if not standing or standing.get("decision") not in C.ACCEPTED or standing.get("phase") == "BASELINE":
+        if not standing or standing.get("decision") not in C.ACCEPTED:
             raise CampaignError(
                 f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
                 "only accepted rounds can be superseded; nothing was changed",
@@ -169,8 +169,11 @@ def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str
         if g.rev(repo, C.rejected_ref(name, number)) is None:
             g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
         round_branch = campaign.round_branch(number)
-        if g.rev(repo, f"refs/heads/{round_branch}") == commit:
-            g.move_branch(repo, round_branch, fork, commit, f"campaign: reset superseded round {number}")
+        started_from = g.parent(repo, commit)
+        if started_from and g.rev(repo, f"refs/heads/{round_branch}") == commit:  # as a REJECT resets it
+            g.move_branch(
+                repo, round_branch, started_from, commit, f"campaign: reset superseded round {number}"
+            )
         lines.append(
             f"round {number} ({commit[:12]}) superseded by {source}'s line; re-run it on top: "
             f'git campaign round -m "..." && git cherry-pick {commit[:12]}'

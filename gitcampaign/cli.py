@@ -154,6 +154,12 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
     )
 
 
+_GPUS_HELP = "Split the shapes across these GPUs (nvidia-smi indices), one interleaved sequence each."
+_EXECUTOR_HELP = (
+    "Where shards run: direct (here), local (submitit) or slurm (default: manifest executor.kind)."
+)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--all-shapes", is_flag=True, help="All target shapes (default: the representative ones).")
 @click.option("--forward-only", is_flag=True, help="Skip the backward.")
@@ -228,13 +234,19 @@ def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json:
 @click.option(
     "--pairs", default=None, type=click.IntRange(min=1), help="A/A process pairs (default: manifest)."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
+def baseline(
+    ctx: click.Context, pairs: int | None, gpus: str | None, executor: str | None, as_json: bool
+) -> None:
     """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
     from gitcampaign.commands.baseline import baseline as run
 
-    result = run(_repo(ctx), _campaign(ctx), pairs)
+    result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor)
     rows = [
         [
             row.label,
@@ -319,15 +331,35 @@ def _validation_text(result: Any) -> str:
 @click.option(
     "--timeout", "timeout_s", default=None, type=click.IntRange(min=1), help="Seconds per harness process."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def validate(
-    ctx: click.Context, full: bool, pairs: int | None, no_probe: bool, timeout_s: int | None, as_json: bool
+    ctx: click.Context,
+    full: bool,
+    pairs: int | None,
+    no_probe: bool,
+    timeout_s: int | None,
+    gpus: str | None,
+    executor: str | None,
+    as_json: bool,
 ) -> None:
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
     from gitcampaign.commands.validate import validate as run
 
-    result = run(_repo(ctx), _campaign(ctx), full=full, pairs=pairs, probe=not no_probe, timeout_s=timeout_s)
+    result = run(
+        _repo(ctx),
+        _campaign(ctx),
+        full=full,
+        pairs=pairs,
+        probe=not no_probe,
+        timeout_s=timeout_s,
+        gpus=gpus,
+        executor=executor,
+    )
     _emit(_validation_text(result), result.to_json(), as_json)
 
 
@@ -354,13 +386,16 @@ _override_command(
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option(
+    "--fetch", is_flag=True, help="Fetch each remote's copy first (else: as of the last push/pull)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
     """Where the campaign stands and what to run next."""
     from gitcampaign.commands.status import status as run
 
-    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+    _emit(*run(_repo(ctx), _campaign(ctx), fetch), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -550,6 +585,83 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     if text:
         click.echo(text, err=True)
     ctx.exit(code)
+
+
+def _sync_text(result: Any, verb: str) -> str:
+    lines = [f"{verb} campaign {result.campaign} ({result.source}):"]
+    lines += [f"  {line}" for line in result.updated] or ["  nothing to move: already up to date"]
+    lines += [f"  merge: {line}" for line in result.merges]
+    if result.waiting:
+        lines.append(
+            f"  {result.source} has news for {len(result.waiting)} ref(s): git campaign pull {result.source}"
+        )
+    return "\n".join(lines)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def push(ctx: click.Context, remote: str | None, name: str | None, as_json: bool) -> None:
+    """Publish the campaign (branches, rejected pins, notes) to REMOTE, never overwriting news there."""
+    from gitcampaign.commands.push import push as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), remote)
+    _emit(_sync_text(result, "push"), result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option(
+    "--supersede",
+    is_flag=True,
+    help="Main diverged: keep REMOTE's line, mark your own acceptances superseded.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pull(ctx: click.Context, remote: str | None, name: str | None, supersede: bool, as_json: bool) -> None:
+    """Bring the campaign from REMOTE: fast-forward branches, add pins, merge notes."""
+    from gitcampaign.commands.pull import pull as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), remote, supersede)
+    _emit(_sync_text(result, "pull"), result.to_json(), as_json)
+
+
+@cli.command("export", context_settings=CONTEXT)
+@click.argument("name", required=False)
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--self-contained", is_flag=True, help="Also carry the project history the campaign started from."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def export_(
+    ctx: click.Context, name: str | None, file: str | None, self_contained: bool, as_json: bool
+) -> None:
+    """Write the campaign as a git bundle (default campaigns/NAME/lineage.bundle)."""
+    from gitcampaign.commands.bundle import export as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), Path(file) if file else None, self_contained)
+    text = f"campaign {result.campaign}: {len(result.refs)} refs in {result.path} ({result.size_bytes} bytes)"
+    if result.prerequisite:
+        text += (
+            f"\nimport needs the project commit {result.prerequisite[:12]} (any clone of the project has it)"
+        )
+    _emit(text, result.to_json(), as_json)
+
+
+@cli.command("import", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def import_(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Restore a campaign from a bundle written by `export` (same commits, same notes)."""
+    from gitcampaign.commands.bundle import import_bundle as run
+
+    result = run(_repo(ctx), Path(file))
+    _emit(_sync_text(result, "import"), result.to_json(), as_json)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,7 @@ class Manifest:
     csv_header_sha256: str | None = None
     protected_paths: dict[str, str | None] = field(default_factory=dict)
     noise_floor: NoiseFloor | None = None
+    executor: dict[str, Any] | None = None  # where the harness runs (gitcampaign.executor)
     format: int = MANIFEST_FORMAT
 
     @property
@@ -113,6 +114,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "csv_header_sha256": (str, type(None)),
     "protected_paths": dict,
     "noise_floor": (dict, type(None)),
+    "executor": (dict, type(None)),
     "format": int,
 }
 
@@ -182,6 +184,7 @@ def _required(name: str) -> bool:
         "csv_header_sha256",
         "protected_paths",
         "noise_floor",
+        "executor",
         "format",
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import envinfo, steps, verdict
+from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.decision import PairSample, noise_floor
@@ -18,9 +19,7 @@ from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
     HarnessJob,
-    interleaved,
     run_dir,
-    run_quick,
     samples,
     worktrees,
 )
@@ -76,7 +75,13 @@ def choose_representative(
     return [s.label for s in shapes if s.label in chosen]
 
 
-def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = None) -> BaselineResult:
+def baseline(
+    repo_path: Path,
+    campaign_name: str | None,
+    pairs: int | None = None,
+    gpus: str | None = None,
+    executor: str | None = None,
+) -> BaselineResult:
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -87,6 +92,7 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 f"campaign {campaign.name} already has its baseline",
                 "start rounds with `git campaign round -m ...`",
             )
+        plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         g.checkout(repo, campaign.main_branch)
         head = campaign.accepted_head()
         shapes = manifest.shapes()
@@ -98,7 +104,8 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 repo, manifest, trees, head, scratch, manifest.harness_timeout_s
             )
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
-            full = run_quick(trees[INCUMBENT], full_job, scratch / "full.csv")
+            measured_full = ex.measure(plan, trees, full_job, 0, scratch)
+            full = measured_full.pairs[0].candidate
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
             quick_job = HarnessJob(
@@ -107,12 +114,27 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 manifest.harness_timeout_s,
                 full.header,
             )
-            aa_pairs = interleaved(trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False)
+            measured_aa = ex.measure(
+                plan, trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False
+            )
+            aa_pairs = measured_aa.pairs
         aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
         noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})
+        devices = (
+            {"full": measured_full.devices, "quick": measured_aa.devices} if measured_full.devices else None
+        )
         return _record(
-            campaign, manifest, head, full, aa_pairs[0].candidate, representative, noise, aa_samples, prepared
+            campaign,
+            manifest,
+            head,
+            full,
+            aa_pairs[0].candidate,
+            representative,
+            noise,
+            aa_samples,
+            prepared,
+            devices,
         )
 
 
@@ -126,6 +148,7 @@ def _record(
     noise: NoiseFloor,
     aa_samples: list[PairSample],
     prepared: dict[str, Any],
+    devices: dict[str, dict[str, dict[str, str]]] | None = None,
 ) -> BaselineResult:
     repo = campaign.repo
     manifest.csv_header = full.header
@@ -156,6 +179,7 @@ def _record(
         "shapes": {
             row.label: {"check": row.check, "value": row.metric(manifest.primary_metric)} for row in full.rows
         },
+        **({"devices": devices} if devices else {}),
         "environment": envinfo.fingerprint(),
         "harness_sha256": {path: sha for path, sha in manifest.protected_paths.items()},
         "csv_schema_sha256": manifest.csv_header_sha256,

@@ -18,6 +18,7 @@ from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import envinfo, steps, verdict
+from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -37,7 +38,6 @@ from gitcampaign.measure import (
     INCUMBENT,
     HarnessJob,
     PairResult,
-    interleaved,
     run_dir,
     run_logged,
     samples,
@@ -166,11 +166,14 @@ def validate(
     pairs: int | None = None,
     probe: bool = True,
     timeout_s: int | None = None,
+    gpus: str | None = None,
+    executor: str | None = None,
 ) -> ValidateResult:
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
         manifest = campaign.require_baseline()
+        plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         incumbent = campaign.accepted_head()
         current = current_round(campaign)
         g.require_clean(repo, "validate")
@@ -233,6 +236,7 @@ def validate(
                 probe,
                 result,
                 document,
+                plan,
             )
         document.update(
             decision=result.decision,
@@ -293,6 +297,7 @@ def _measure(
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
+    plan: ex.Plan | None = None,
 ) -> bytes | None:
     """Build, test, then measure sessions until the rules decide; fills `result`, returns the
     candidate CSV to note (None when the candidate failed its build or tests: nothing measured)."""
@@ -310,9 +315,10 @@ def _measure(
         session = 0
         while True:
             session += 1
-            pair_results = interleaved(
-                trees, job, pairs or manifest.pairs, scratch / f"s{session}", stop_on_failure=True
-            )
+            measured = ex.measure(plan, trees, job, pairs or manifest.pairs, scratch / f"s{session}")
+            pair_results = measured.pairs
+            if measured.devices:
+                document["devices"] = measured.devices
             first = first or pair_results[0]
             failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
             if failing:
@@ -347,7 +353,10 @@ def _measure(
         document["samples"] = [
             {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in all_samples
         ]
-        if probe and manifest.probe_command and result.decision in C.ACCEPTED:
+        on_cluster = plan is not None and plan.config.kind == ex.SLURM
+        if probe and manifest.probe_command and result.decision in C.ACCEPTED and on_cluster:
+            result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
+        elif probe and manifest.probe_command and result.decision in C.ACCEPTED:
             _probe(trees, manifest, scratch, result, document)
     return first.candidate.raw
 

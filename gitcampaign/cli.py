@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from gitcampaign import __version__
 from gitcampaign.errors import CampaignError
+from gitcampaign.progress import Progress
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 3
@@ -143,7 +144,8 @@ def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
     """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
     from gitcampaign.commands.baseline import baseline as run
 
-    result = run(_repo(ctx), _campaign(ctx), pairs)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), pairs, progress)
     rows = [
         [
             row.label,
@@ -170,6 +172,7 @@ def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
         "aggregate": result.aggregate,
         "representative_shapes": result.representative,
         "noise_floor": {"aggregate": result.noise.aggregate, "shapes": result.noise.shapes},
+        "phase_seconds": progress.phase_seconds,
     }
     _emit(text, data, as_json)
 
@@ -236,8 +239,17 @@ def validate(
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
     from gitcampaign.commands.validate import validate as run
 
-    result = run(_repo(ctx), _campaign(ctx), full=full, pairs=pairs, probe=not no_probe, timeout_s=timeout_s)
-    _emit(_validation_text(result), result.to_json(), as_json)
+    progress = Progress.for_cli(as_json)
+    result = run(
+        _repo(ctx),
+        _campaign(ctx),
+        full=full,
+        pairs=pairs,
+        probe=not no_probe,
+        timeout_s=timeout_s,
+        progress=progress,
+    )
+    _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 
 
 def _override_command(verb: str, summary: str) -> None:
@@ -302,12 +314,13 @@ def report(ctx: click.Context, force: bool, pairs: int | None, as_json: bool) ->
     """REPORT: final full validation and campaigns/NAME/REPORT.md on the accepted line."""
     from gitcampaign.commands.report import report as run
 
-    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs, progress=progress)
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
         + "\n".join(result.termination)
     )
-    _emit(text, result.__dict__, as_json)
+    _emit(text, {**result.__dict__, "phase_seconds": progress.phase_seconds}, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -319,7 +332,7 @@ def demo(ctx: click.Context, directory: str | None, rounds: int) -> None:
     from gitcampaign.commands.demo import demo as run
 
     target = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitcampaign-demo-"))
-    run(target, rounds=rounds, echo=click.echo)
+    run(target, rounds=rounds, echo=click.echo, progress=Progress.for_cli(as_json=False))
 
 
 @cli.command(context_settings=CONTEXT)

@@ -23,6 +23,7 @@ from gitcampaign.measure import (
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, aggregate
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
 
@@ -75,7 +76,10 @@ def choose_representative(
     return [s.label for s in shapes if s.label in chosen]
 
 
-def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = None) -> BaselineResult:
+def baseline(
+    repo_path: Path, campaign_name: str | None, pairs: int | None = None, progress: Progress | None = None
+) -> BaselineResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -92,7 +96,10 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
         scratch = run_dir(repo, campaign.name, "baseline")
         with worktrees(repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}) as trees:
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
-            full = run_quick(trees[INCUMBENT], full_job, scratch / "full.csv")
+            with progress.phase("full validation", runs=1):
+                full = run_quick(
+                    trees[INCUMBENT], full_job, scratch / "full.csv", progress, "all target shapes"
+                )
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
             quick_job = HarnessJob(
@@ -101,7 +108,11 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 manifest.harness_timeout_s,
                 full.header,
             )
-            aa_pairs = interleaved(trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False)
+            aa_count = pairs or manifest.pairs
+            with progress.phase("A/A noise floor", runs=2 * aa_count):
+                aa_pairs = interleaved(
+                    trees, quick_job, aa_count, scratch, stop_on_failure=False, progress=progress
+                )
         aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
         noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})

@@ -32,6 +32,7 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, log_table
+from gitcampaign.progress import Progress
 
 NAME = "gemm-demo"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo"
@@ -121,7 +122,10 @@ def _scratch_repo(root: Path, gpu: bool) -> str:
     return shapes
 
 
-def demo(root: Path, rounds: int = 3, echo: Callable[[str], None] = print) -> None:
+def demo(
+    root: Path, rounds: int = 3, echo: Callable[[str], None] = print, progress: Progress | None = None
+) -> None:
+    progress = progress or Progress.silent()
     if importlib.util.find_spec("triton") is None:
         raise CampaignError("the demo needs triton", "pip install triton (the CPU interpreter is enough)")
     gpu = _has_cuda()
@@ -151,7 +155,7 @@ def demo(root: Path, rounds: int = 3, echo: Callable[[str], None] = print) -> No
     echo("DEFINE_TARGET: campaign initialised (git campaign init)")
     prepared = prepare(root, NAME)
     echo("PREPARE_ENVIRONMENT: " + "; ".join(prepared.actions))
-    result = baseline(root, NAME)
+    result = baseline(root, NAME, progress=progress)
     echo(
         f"BASELINE: {result.aggregate:.4g} {C.METRIC_STEP}; representative {', '.join(result.representative)}; "
         f"noise floor {100 * result.noise.aggregate:.1f}%"
@@ -163,13 +167,13 @@ def demo(root: Path, rounds: int = 3, echo: Callable[[str], None] = print) -> No
         _git(root, "commit", "-q", "-a", *(["--no-verify"] if scripted.no_verify else []), "-m", message)
         if scripted.no_verify:
             echo(f"ROUND {number}: committed with --no-verify (the focused test fails on it)")
-        outcome = validate(root, NAME)
+        outcome = validate(root, NAME, progress=progress)
         echo(
             f"ROUND {number}: {scripted.hypothesis}\n  -> {outcome.decision}"
             + (f" ({', '.join(outcome.reasons)})" if outcome.reasons else "")
             + (f", ratio {outcome.ratio:.3f}" if outcome.ratio == outcome.ratio else "")
         )
-    final = report(root, NAME)
+    final = report(root, NAME, progress=progress)
     echo(
         f"REPORT: {final.path} committed; final/baseline {final.ratio:.3f}x ({'; '.join(final.termination)})"
     )

@@ -39,6 +39,7 @@ from gitcampaign.measure import (
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 
 
 @dataclass
@@ -72,8 +73,13 @@ def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) 
 
 
 def report(
-    repo_path: Path, campaign_name: str | None, force: bool = False, pairs: int | None = None
+    repo_path: Path,
+    campaign_name: str | None,
+    force: bool = False,
+    pairs: int | None = None,
+    progress: Progress | None = None,
 ) -> ReportResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -100,10 +106,12 @@ def report(
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
         job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, manifest.csv_header)
-        with worktrees(repo, campaign.name, {INCUMBENT: base_commit, CANDIDATE: head}) as trees:
-            results = interleaved(
-                trees, job, pairs or manifest.pairs, run_dir(repo, campaign.name, "report"), False
-            )
+        count = pairs or manifest.pairs
+        with (
+            worktrees(repo, campaign.name, {INCUMBENT: base_commit, CANDIDATE: head}) as trees,
+            progress.phase("final full validation", runs=2 * count),
+        ):
+            results = interleaved(trees, job, count, run_dir(repo, campaign.name, "report"), False, progress)
         final = results[0].candidate
         passing = [
             label

@@ -41,8 +41,10 @@ from gitcampaign.measure import (
     run_dir,
     run_logged,
     samples,
+    triton_cache_env,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import aggregate
 
 PROBE_PAIRS = 2
@@ -166,7 +168,9 @@ def validate(
     pairs: int | None = None,
     probe: bool = True,
     timeout_s: int | None = None,
+    progress: Progress | None = None,
 ) -> ValidateResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -186,7 +190,8 @@ def validate(
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
         shapes = manifest.shapes() if full else manifest.representative()
-        gates = gate_findings(repo, manifest, incumbent, commit)
+        with progress.phase("gates"):
+            gates = gate_findings(repo, manifest, incumbent, commit)
         started = verdict.now()
         document: dict[str, Any] = {
             "campaign": campaign.name,
@@ -225,6 +230,7 @@ def validate(
                 probe,
                 result,
                 document,
+                progress,
             )
         document.update(
             decision=result.decision,
@@ -285,6 +291,7 @@ def _measure(
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
+    progress: Progress,
 ) -> bytes:
     """Measure sessions until the rules decide; fills `result`, returns the candidate CSV to note."""
     metric = manifest.primary_metric
@@ -296,9 +303,11 @@ def _measure(
         session = 0
         while True:
             session += 1
-            pair_results = interleaved(
-                trees, job, pairs or manifest.pairs, scratch / f"s{session}", stop_on_failure=True
-            )
+            count = pairs or manifest.pairs
+            with progress.phase(f"measurement session {session}", runs=2 * count):
+                pair_results = interleaved(
+                    trees, job, count, scratch / f"s{session}", stop_on_failure=True, progress=progress
+                )
             first = first or pair_results[0]
             failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
             if failing:
@@ -334,7 +343,8 @@ def _measure(
             {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in all_samples
         ]
         if probe and manifest.probe_command and result.decision in C.ACCEPTED:
-            _probe(trees, manifest, scratch, result, document)
+            with progress.phase("training probe", runs=2 * PROBE_PAIRS):
+                _probe(trees, manifest, scratch, result, document, progress)
     return first.candidate.raw
 
 
@@ -344,19 +354,24 @@ def _probe(
     scratch: Path,
     result: ValidateResult,
     document: dict[str, Any],
+    progress: Progress,
 ) -> None:
     """Training-step transfer: a few optimiser steps on the op, incumbent and candidate interleaved."""
     medians: dict[str, list[float]] = {INCUMBENT: [], CANDIDATE: []}
     for index in range(PROBE_PAIRS):
         for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
             out = scratch / f"probe{index}-{role}.json"
-            code = run_logged(
-                f"{manifest.probe_command} --json {out}",
-                trees[role],
-                out.with_suffix(".log"),
-                manifest.harness_timeout_s,
-                "training probe",
-            )
+            with progress.harness_run(
+                f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], out.with_suffix(".log")
+            ):
+                code = run_logged(
+                    f"{manifest.probe_command} --json {out}",
+                    trees[role],
+                    out.with_suffix(".log"),
+                    manifest.harness_timeout_s,
+                    "training probe",
+                    triton_cache_env(trees[role]),
+                )
             if code != 0 or not out.exists():
                 raise CampaignError(
                     f"the training probe exited {code} in the {role} worktree; nothing was recorded",

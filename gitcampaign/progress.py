@@ -9,8 +9,8 @@ One `Progress` is made by the CLI and passed down through the commands to the ha
 Every mode records the wall time of each phase, which `--json` reports (`phase_seconds`).
 
 The harness runs in a child process, so the shape it is on is read from its log: the quick harness
-prints each CSV row as soon as its shape is done. A harness that prints no rows still gets its run,
-side and times reported.
+prints the CSV header, then each row as soon as its shape is done. A harness that prints no CSV
+still gets its run, side and times reported.
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def finished_shapes(log_text: str, labels: list[str]) -> int:
-    """How many of `labels` (run in this order) have a CSV row in the harness's output so far."""
+def finished_shapes(log_text: str, labels: list[str]) -> int | None:
+    """How many of `labels` (run in this order) have a CSV row in the harness's output so far;
+    None while no CSV header (a line starting `label,`) has been printed."""
     seen = {line.split(",", 1)[0] for line in log_text.splitlines() if "," in line}
+    if "label" not in seen:
+        return None
     done = 0
     for label in labels:
         if label not in seen:
@@ -57,7 +60,7 @@ class _Run:
     labels: list[str]
     log_path: Path
     started: float
-    shapes_done: int = 0
+    shapes_done: int | None = None  # None: the harness has printed no CSV (yet)
 
 
 @dataclass
@@ -138,26 +141,23 @@ class Progress:
         except OSError:
             return False
         changed, run.shapes_done = done != run.shapes_done, done
-        return changed
+        return changed and done is not None
 
     def _status(self) -> str:
         run, phase, now = self._run, self._phase, self.clock()
         if run is None:
             return ""
         parts = [run.what]
-        total = len(run.labels)
-        if total:
-            current = run.labels[min(run.shapes_done, total - 1)]
+        total, done = len(run.labels), run.shapes_done or 0
+        if total and run.shapes_done is not None:
             parts.append(
-                f"shape {min(run.shapes_done + 1, total)}/{total} {current}"
-                if run.shapes_done < total
-                else "all shapes done"
+                f"shape {done + 1}/{total} {run.labels[done]}" if done < total else "all shapes done"
             )
         if phase is not None:
             parts.insert(0, phase.name)
             elapsed = now - phase.started
             parts.append(f"{_clock(elapsed)} elapsed")
-            fraction = phase.runs_done + (run.shapes_done / total if total else 0.0)
+            fraction = phase.runs_done + (done / total if total else 0.0)
             if phase.runs and fraction > 0:
                 left = elapsed / fraction * max(phase.runs - fraction, 0.0)
                 parts.append(f"~{_clock(left)} left")

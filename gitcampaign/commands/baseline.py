@@ -98,7 +98,7 @@ def baseline(
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
             with progress.phase("full validation", runs=1):
                 full = run_quick(
-                    trees[INCUMBENT], full_job, scratch / "full.csv", progress, "all target shapes"
+                    trees[INCUMBENT], full_job, scratch / "full.csv", progress, "baseline commit"
                 )
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}

@@ -23,7 +23,8 @@ export TRITON_CACHE_DIR
 budget=${BUDGET_S:-540}
 started=$(date +%s)
 left() { echo $((budget - ($(date +%s) - started))); }
-record() { echo "$*" | tee -a "$out/timings.txt"; }
+exec 3>&1  # the script's own stdout: a stage's output goes to its files, its timing here
+record() { echo "$*" | tee -a "$out/timings.txt" >&3; }
 timed() {  # timed NAME COMMAND...: wall seconds and how it ended
   local name=$1 begin end code limit
   shift

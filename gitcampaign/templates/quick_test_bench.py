@@ -19,7 +19,11 @@ What a number means here, and why it is hard to fool:
 - after timing, correctness runs on fresh inputs (which the allocator tends to place where earlier
   inputs lived, so a stale cache answers wrongly): outputs are poisoned with NaN before each checked
   call, inputs must come back bit for bit unchanged, two runs on the same inputs must agree bit for
-  bit, and SNR is measured in float64 against a float64 reference;
+  bit, a third run with the activation's values changed behind the same identity (object, address,
+  `_version`) must give a new result, and SNR is measured in float64 against a float64 reference;
+- the work measured is the harness's own: the shapes come from the shape file; the MoE routing of
+  grouped GEMMs (`make_group_sizes`, checked after every shape for having been rebound or rewritten
+  by the kernels) and the quantisation reference live in this file;
 - the timers must still be the originals, and a figure above the GPU's datasheet peak is a FAIL.
 
 Exit codes: 0 every shape PASS, 1 some shape FAIL/ERROR, 2 no GPU for a GPU-only op, 3 usage error.

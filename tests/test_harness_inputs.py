@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from gitcampaign.templates import quick_test_bench as qtb
 from tests.test_quick_harness import REPO_ROOT, harness_repo, rows, run_harness
@@ -94,7 +93,7 @@ def _logged_sizes(log: Path) -> list[list[int]]:
 
 def test_a_round_rewriting_the_routing_in_the_kernel_file_changes_nothing(tmp_path: Path) -> None:
     """hot_half keeps one expert at half the rows and empty_one one expert at zero, whatever the
-    kernel file says; the sizes are exactly the harness's own draw (same seed, same routing)."""
+    kernel file says, drawn afresh for each call."""
     harness = harness_repo(tmp_path / "repo", "grouped_gemm", "triton", {"grouped_gemm.py": ROUTING_ROUND})
     shapes: list[dict[str, object]] = [
         {"label": "hot", "M": 64, "N": 8, "K": 8, "B": 4, "dist": "hot_half"},
@@ -112,13 +111,8 @@ def test_a_round_rewriting_the_routing_in_the_kernel_file_changes_nothing(tmp_pa
     assert len(hot) >= 3 and len(empty) >= 3  # warm-up, timed calls, checked calls
     assert all(max(sizes) == 32 for sizes in hot), hot
     assert all(min(sizes) == 0 and max(sizes) < 60 for sizes in empty), empty
-    # The first call of a shape is its warm-up: the harness's routing drawn from the shape's seed.
-    for index, (shape, sizes) in enumerate(zip(shapes, (hot[0], empty[0]), strict=True)):
-        device_generator = torch.Generator().manual_seed(1000 * index)
-        torch.randn(int(shape["M"]), int(shape["K"]), generator=device_generator)  # `a` comes first
-        routing = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=device_generator)))
-        expected = qtb.make_group_sizes(str(shape["dist"]), int(shape["M"]), 4, routing)
-        assert sizes == expected.tolist()
+    # A fresh routing per call (the harness's generator), not one fixed split.
+    assert len({tuple(sizes) for sizes in hot}) > 1 and len({tuple(sizes) for sizes in empty}) > 1
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from tabulate import tabulate
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
+from gitcampaign.progress import Progress
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 3
@@ -246,7 +247,8 @@ def baseline(
     """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
     from gitcampaign.commands.baseline import baseline as run
 
-    result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor, progress=progress)
     rows = [
         [
             row.label,
@@ -273,6 +275,7 @@ def baseline(
         "aggregate": result.aggregate,
         "representative_shapes": result.representative,
         "noise_floor": {"aggregate": result.noise.aggregate, "shapes": result.noise.shapes},
+        "phase_seconds": progress.phase_seconds,
     }
     _emit(text, data, as_json)
 
@@ -350,6 +353,7 @@ def validate(
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
     from gitcampaign.commands.validate import validate as run
 
+    progress = Progress.for_cli(as_json)
     result = run(
         _repo(ctx),
         _campaign(ctx),
@@ -359,8 +363,9 @@ def validate(
         timeout_s=timeout_s,
         gpus=gpus,
         executor=executor,
+        progress=progress,
     )
-    _emit(_validation_text(result), result.to_json(), as_json)
+    _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 
 
 def _override_command(verb: str, summary: str) -> None:
@@ -446,13 +451,14 @@ def report(
         return
     from gitcampaign.commands.report import report as run
 
-    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs, progress=progress)
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
         + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
         + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
-    _emit(text, result.__dict__, as_json)
+    _emit(text, {**result.__dict__, "phase_seconds": progress.phase_seconds}, as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -541,7 +547,7 @@ def demo(ctx: click.Context, directory: str | None, rounds: int) -> None:
     from gitcampaign.commands.demo import demo as run
 
     target = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitcampaign-demo-"))
-    run(target, rounds=rounds, echo=click.echo)
+    run(target, rounds=rounds, echo=click.echo, progress=Progress.for_cli(as_json=False))
 
 
 @cli.command(context_settings=CONTEXT)

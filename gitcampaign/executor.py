@@ -35,6 +35,7 @@ from git import Repo
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.measure import INCUMBENT, HarnessJob, PairResult, interleaved, run_quick
+from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape
 
@@ -188,12 +189,13 @@ class ShardTask:
     scratch: Path
     stop_on_failure: bool
 
-    def run(self) -> list[PairResult]:
+    def run(self, progress: Progress | None = None) -> list[PairResult]:
         if self.pairs == 0:
-            return [
-                PairResult(run_quick(self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv"), None)
-            ]
-        return interleaved(self.worktrees, self.job, self.pairs, self.scratch, self.stop_on_failure)
+            table = run_quick(
+                self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv", progress, "one run"
+            )
+            return [PairResult(table, None)]
+        return interleaved(self.worktrees, self.job, self.pairs, self.scratch, self.stop_on_failure, progress)
 
     def __call__(self) -> ShardOutcome:
         """In a child or a job: errors come home as data, so the caller raises them as they were."""
@@ -239,10 +241,12 @@ def measure(
     pairs: int,
     scratch: Path,
     stop_on_failure: bool = True,
+    progress: Progress | None = None,
 ) -> Measured:
-    """`interleaved` over the plan's shards (`pairs` 0: one run of the incumbent worktree)."""
+    """`interleaved` over the plan's shards (`pairs` 0: one run of the incumbent worktree).
+    `progress` follows each run in this process; shards in other processes report per phase only."""
     if plan is None or plan.trivial:
-        return Measured(ShardTask(trees, job, pairs, scratch, stop_on_failure).run())
+        return Measured(ShardTask(trees, job, pairs, scratch, stop_on_failure).run(progress))
     shards = split_shapes(job.shapes, len(plan.devices))
     tasks = [
         ShardTask(

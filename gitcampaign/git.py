@@ -283,6 +283,16 @@ def diff_text(repo: Repo, old: str, new: str) -> str:
     return repo.git.diff("--no-color", "--no-ext-diff", old, new, strip_newline_in_stdout=False)
 
 
+def top_level_entries(repo: Repo, commit: str) -> dict[str, str]:
+    """Name -> object id of each entry at the root of `commit`'s tree (`git ls-tree`)."""
+    entries = {}
+    for line in repo.git.ls_tree("-z", commit).split("\0"):
+        if line:
+            info, name = line.split("\t", 1)
+            entries[name] = info.split()[2]
+    return entries
+
+
 def commit_message(repo: Repo, commit: str) -> str:
     return repo.git.log("-1", "--format=%B", commit)
 

@@ -113,7 +113,7 @@ def run_harness(
         shapes_path.write_text(yaml.safe_dump(shapes, sort_keys=False))
         shape_args = ["--shapes-file", str(shapes_path)]
     child_env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
-    # The real kernels import gitcampaign (shape distributions); a campaign has it installed.
+    # This checkout first on the path, whatever else is installed (the harness imports no gitcampaign).
     child_env["PYTHONPATH"] = str(REPO_ROOT)
     child_env.update(env or {})
     process = subprocess.run(

@@ -23,6 +23,7 @@ from gitcampaign.measure import (
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, aggregate
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
 
@@ -81,7 +82,9 @@ def baseline(
     pairs: int | None = None,
     gpus: str | None = None,
     executor: str | None = None,
+    progress: Progress | None = None,
 ) -> BaselineResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -104,7 +107,8 @@ def baseline(
                 repo, manifest, trees, head, scratch, manifest.harness_timeout_s
             )
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
-            measured_full = ex.measure(plan, trees, full_job, 0, scratch)
+            with progress.phase("full validation", runs=1):
+                measured_full = ex.measure(plan, trees, full_job, 0, scratch, progress=progress)
             full = measured_full.pairs[0].candidate
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
@@ -114,9 +118,11 @@ def baseline(
                 manifest.harness_timeout_s,
                 full.header,
             )
-            measured_aa = ex.measure(
-                plan, trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False
-            )
+            aa_count = pairs or manifest.pairs
+            with progress.phase("A/A noise floor", runs=2 * aa_count):
+                measured_aa = ex.measure(
+                    plan, trees, quick_job, aa_count, scratch, stop_on_failure=False, progress=progress
+                )
             aa_pairs = measured_aa.pairs
         aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)

@@ -39,6 +39,7 @@ from gitcampaign.measure import (
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 
 
 @dataclass
@@ -75,8 +76,13 @@ def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) 
 
 
 def report(
-    repo_path: Path, campaign_name: str | None, force: bool = False, pairs: int | None = None
+    repo_path: Path,
+    campaign_name: str | None,
+    force: bool = False,
+    pairs: int | None = None,
+    progress: Progress | None = None,
 ) -> ReportResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -118,6 +124,7 @@ def report(
             )
         scratch = run_dir(repo, campaign.name, "report")
         commits = {INCUMBENT: base_commit, CANDIDATE: head}
+        count = pairs or manifest.pairs
         with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
             built = steps.build_all(repo, manifest, trees, commits, scratch, manifest.harness_timeout_s)
             suite = steps.acceptance(
@@ -130,7 +137,8 @@ def report(
                     "fix it in a new round (`git campaign round -m ...`), or record the failure with"
                     " `git campaign report --force`",
                 )
-            results = interleaved(trees, job, pairs or manifest.pairs, scratch, False)
+            with progress.phase("final full validation", runs=2 * count):
+                results = interleaved(trees, job, count, scratch, False, progress)
         final = results[0].candidate
         passing = [
             label

@@ -41,8 +41,10 @@ from gitcampaign.measure import (
     run_dir,
     run_logged,
     samples,
+    triton_cache_env,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import aggregate
 
 PROBE_PAIRS = 2
@@ -168,7 +170,9 @@ def validate(
     timeout_s: int | None = None,
     gpus: str | None = None,
     executor: str | None = None,
+    progress: Progress | None = None,
 ) -> ValidateResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -197,7 +201,8 @@ def validate(
                 "keep the round's change inside the workspace (amend the commit), or start a campaign whose"
                 " --workspace holds that path",
             )
-        gates = gate_findings(repo, manifest, incumbent, commit)
+        with progress.phase("gates"):
+            gates = gate_findings(repo, manifest, incumbent, commit)
         started = verdict.now()
         document: dict[str, Any] = {
             "campaign": campaign.name,
@@ -236,6 +241,7 @@ def validate(
                 probe,
                 result,
                 document,
+                progress,
                 plan,
             )
         document.update(
@@ -297,6 +303,7 @@ def _measure(
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
+    progress: Progress,
     plan: ex.Plan | None = None,
 ) -> bytes | None:
     """Build, test, then measure sessions until the rules decide; fills `result`, returns the
@@ -307,7 +314,8 @@ def _measure(
     all_samples: list[PairSample] = []
     first: PairResult | None = None
     with worktrees(campaign.repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
-        ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
+        with progress.phase("build and tests"):
+            ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
         document.update(ready.record)
         if ready.reason is not None:
             result.reasons, result.notes = [ready.reason], ready.notes
@@ -315,7 +323,9 @@ def _measure(
         session = 0
         while True:
             session += 1
-            measured = ex.measure(plan, trees, job, pairs or manifest.pairs, scratch / f"s{session}")
+            count = pairs or manifest.pairs
+            with progress.phase(f"measurement session {session}", runs=2 * count):
+                measured = ex.measure(plan, trees, job, count, scratch / f"s{session}", progress=progress)
             pair_results = measured.pairs
             if measured.devices:
                 document["devices"] = measured.devices
@@ -357,7 +367,8 @@ def _measure(
         if probe and manifest.probe_command and result.decision in C.ACCEPTED and on_cluster:
             result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
         elif probe and manifest.probe_command and result.decision in C.ACCEPTED:
-            _probe(trees, manifest, scratch, result, document)
+            with progress.phase("training probe", runs=2 * PROBE_PAIRS):
+                _probe(trees, manifest, scratch, result, document, progress)
     return first.candidate.raw
 
 
@@ -367,19 +378,24 @@ def _probe(
     scratch: Path,
     result: ValidateResult,
     document: dict[str, Any],
+    progress: Progress,
 ) -> None:
     """Training-step transfer: a few optimiser steps on the op, incumbent and candidate interleaved."""
     medians: dict[str, list[float]] = {INCUMBENT: [], CANDIDATE: []}
     for index in range(PROBE_PAIRS):
         for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
             out = scratch / f"probe{index}-{role}.json"
-            code = run_logged(
-                f"{manifest.probe_command} --json {out}",
-                trees[role],
-                out.with_suffix(".log"),
-                manifest.harness_timeout_s,
-                "training probe",
-            )
+            with progress.harness_run(
+                f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], out.with_suffix(".log")
+            ):
+                code = run_logged(
+                    f"{manifest.probe_command} --json {out}",
+                    trees[role],
+                    out.with_suffix(".log"),
+                    manifest.harness_timeout_s,
+                    "training probe",
+                    triton_cache_env(trees[role]),
+                )
             if code != 0 or not out.exists():
                 raise CampaignError(
                     f"the training probe exited {code} in the {role} worktree; nothing was recorded",

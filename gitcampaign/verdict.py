@@ -190,6 +190,8 @@ def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -
         return (
             f"it names commit {str(doc.get('commit'))[:12]} (copied by a rebase or amend, or written by hand)"
         )
+    if phase == PHASE_OVERRIDE and decision not in C.ACCEPTED:
+        return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
     if doc.get("incumbent") != facts.parent:
         return "its incumbent is not the commit's parent"
     if phase == PHASE_OVERRIDE:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Wall time of one 4-shape validation on 1 GPU vs `--gpus 0,1`, and the decision on a planted gain.
 #   bash benchmarks/multi_gpu_timing.sh OUTDIR        (on a machine with 2 GPUs of one model)
+#   REPS (calls per shape per process), BASELINE_PAIRS and RUNS (see below) fit it to a time budget.
 #
 # A scratch campaign whose "kernel" is a cuBLAS GEMM plus a planted extra GEMM over 5% of K; the
 # round removes it (about 5% less work). The same round commit is validated from copies of one repo:
@@ -35,7 +36,8 @@ def gemm(a, b):
     out = a @ b.T
     if EXTRA:
         k = max(1, int(a.shape[1] * EXTRA))
-        out.addmm_(a[:, :k], b[:, :k].T, alpha=0.0)
+        # alpha tiny, not 0: BLAS may skip the product when alpha is 0; this adds nothing to bf16 `out`
+        out.addmm_(a[:, :k], b[:, :k].T, alpha=1e-30)
     return out
 EOF
 cat > bench.py <<EOF
@@ -96,7 +98,7 @@ git add . && git commit -q -m "planted GEMM project"
 campaign init mg --op planted_gemm --metric forward --shapes shapes.yaml --quick-command "python bench.py" \
   --test-command "python test_kernel.py" --probe-command "" --kernel-source kernel.py --pairs 3 >/dev/null
 campaign prepare --no-hooks >/dev/null
-campaign baseline | tail -3
+campaign baseline --pairs "${BASELINE_PAIRS:-3}" | tail -3
 campaign round -m "drop the planted extra GEMM" >/dev/null
 sed -i 's/^EXTRA = 0.05/EXTRA = 0.0/' kernel.py
 git commit -q -am "Hypothesis: the extra GEMM costs 5%
@@ -116,10 +118,10 @@ print(f"{name}: --gpus {gpus}: {float(end) - float(start):.1f} s, {r['decision']
 EOF
 }
 : > "$out/multi_gpu.txt"
-run one-a 0
-run two-a 0,1
-run one-b 0
-run two-b 0,1
+# RUNS: NAME:GPUS in order (default alternates 1 and 2 GPUs, so drift hits both)
+for spec in ${RUNS:-one-a:0 two-a:0,1 one-b:0 two-b:0,1}; do
+  run "${spec%%:*}" "${spec#*:}"
+done
 python3 - "$out/multi_gpu.txt" <<'EOF' | tee -a "$out/multi_gpu.txt"
 import re, sys
 rows = [re.match(r"(\w+)-\w: --gpus \S+: ([\d.]+) s, (\w+)", line).groups() for line in open(sys.argv[1])]

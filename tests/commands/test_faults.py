@@ -37,7 +37,7 @@ from faultkit import (  # noqa: E402
 from test_loop import NAME, commit_round, options  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fake_project import git, make_project  # noqa: E402
+from fake_project import git, make_project, set_kernel  # noqa: E402
 
 
 def _round(speed: float) -> Callable[[Path], None]:
@@ -263,7 +263,7 @@ def _two_campaign_repo(root: Path) -> None:
 
         git(root, "checkout", "-q", C.main_branch(name))
         open_round(root, name, f"speed {speed}")
-        (root / "kernel.py").write_text(f"SPEED = {speed}\nCORRECT = True\n")
+        set_kernel(root, speed)
         git(root, "commit", "-q", "-am", f"Hypothesis: h\nChange: speed {speed}")
 
 

@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -173,6 +172,3 @@ def next_command(root: Path) -> list[str]:
     if "git campaign baseline" in hint:
         return ["baseline"]
     return []
-
-
-StateBuilder = Callable[[Path], None]

@@ -130,5 +130,6 @@ rows = [re.match(r"(\w+)-\w: --gpus \S+: ([\d.]+) s, (\w+)", line).groups() for 
 one = [float(s) for n, s, _ in rows if n == "one"]
 two = [float(s) for n, s, _ in rows if n == "two"]
 decisions = {d for _, _, d in rows}
-print(f"2-GPU / 1-GPU wall time: {sum(two) / sum(one):.3f} (target <= 0.6); decisions: {sorted(decisions)}")
+if one and two:  # RUNS may hold one kind only
+    print(f"2-GPU / 1-GPU wall time: {sum(two) / sum(one):.3f} (target <= 0.6); decisions: {sorted(decisions)}")
 EOF

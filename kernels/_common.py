@@ -67,7 +67,8 @@ def tile_pid(pid, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
 
     Consecutive programs walk down a group of GROUP_SIZE_M row tiles before moving one column right,
     so the tiles running at the same time share rows of A and columns of B in L2 (the order of
-    Triton's matmul tutorials). The last group is shorter when num_pid_m is not a multiple.
+    Triton's matrix-multiplication tutorial, in the names of its persistent-matmul one). The last
+    group is shorter when num_pid_m is not a multiple of GROUP_SIZE_M.
     """
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     group_id = pid // num_pid_in_group

@@ -1,8 +1,8 @@
 """Static anti-cheat check: code patterns that win a benchmark and lose real training.
 
 A campaign's harness gives every repeat fresh inputs, but a round can still hide a cheat the harness
-does not exercise, or exercises only by luck. These AST rules name the patterns HANDOFF.md's
-"real-training transfer" rule forbids. Each finding says why the pattern breaks real training.
+does not exercise, or exercises only by luck. These AST rules name the patterns the static gate
+(docs/design.md, Gates) forbids. Each finding says why the pattern breaks real training.
 
 Rules (ids are stable: verdict notes and suppression comments name them):
 

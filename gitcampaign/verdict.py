@@ -113,17 +113,18 @@ def render(document: dict[str, Any]) -> bytes:
     return b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120, allow_unicode=True).encode()
 
 
-def append(repo: Repo, commit: str, document: dict[str, Any]) -> None:
-    """Add one document to the commit's verdict stream, keeping every earlier byte (read and write
-    under the repository lock, so a concurrent writer cannot slip in between)."""
+def append(repo: Repo, commit: str, document: dict[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:
+    """Add one document to the commit's YAML stream in `notes_ref` (the verdict, or the environment
+    note), keeping every earlier byte (read and write under the repository lock, so a concurrent
+    writer cannot slip in between)."""
     with g.repo_lock(repo):
-        existing = g.read_note(repo, C.NOTES_VERDICT, commit)
+        existing = g.read_note(repo, notes_ref, commit)
         if existing is None:
-            g.write_note(repo, C.NOTES_VERDICT, commit, render(document))
+            g.write_note(repo, notes_ref, commit, render(document))
         else:
             if not existing.endswith(b"\n"):
                 existing += b"\n"  # a hand-edited note without a final newline must not glue onto ours
-            g.write_note(repo, C.NOTES_VERDICT, commit, existing + render(document), replace=True)
+            g.write_note(repo, notes_ref, commit, existing + render(document), replace=True)
 
 
 def write_csv_note(repo: Repo, notes_ref: str, commit: str, raw: bytes) -> dict[str, str]:

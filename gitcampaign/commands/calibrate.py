@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gitcampaign import __version__, envinfo, measure, verdict
 from gitcampaign import constants as C
+from gitcampaign import envinfo, measure, verdict
 from gitcampaign import git as g
 from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, VENDOR_BACKEND, CalibrationRow, build_rows
 from gitcampaign.campaign import Campaign, resolve
@@ -119,16 +117,11 @@ def calibrate(
                 for phase, figures in record["harness"].items()
                 if figures.get("clock_moved")
             ]
-        document = {"format": C.VERDICT_FORMAT, "kind": "calibration", "campaign": campaign.name}
-        document.update(
-            result.to_json(),
-            harness_clocks={backend: envinfo.clock_records(scratch / backend) for backend in records},
-            tool_version=__version__,
-            written=verdict.now(),
-        )
-        rendered = b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120).encode()
-        existing = g.read_note(repo, C.NOTES_ENVIRONMENT, head)
-        g.write_note(
-            repo, C.NOTES_ENVIRONMENT, head, (existing or b"") + rendered, replace=existing is not None
-        )
+        document: dict[str, Any] = {
+            "kind": "calibration",
+            "campaign": campaign.name,
+            **result.to_json(),
+            "harness_clocks": {backend: envinfo.clock_records(scratch / backend) for backend in records},
+        }
+        verdict.append(repo, head, document, C.NOTES_ENVIRONMENT)
         return result

@@ -184,6 +184,9 @@ def test_export_import_round_trip_then_the_campaign_continues(
     alice, _, origin = team
     commit_round(alice, "smaller tiles", 80)
     validate(alice, None, probe=False)  # a rejected round: its pin must travel too
+    head = g.rev(g.open_repo(alice), f"campaign/{NAME}/main")
+    assert head is not None  # and a calibration table (written by hand: calibrate needs a GPU)
+    verdict.append(g.open_repo(alice), head, {"kind": "calibration", "agreed": True}, C.NOTES_ENVIRONMENT)
     exported = export(alice, NAME)
     assert exported.path.endswith(default_path(NAME)) and exported.prerequisite is not None
     fresh = tmp_path / "fresh"
@@ -191,7 +194,7 @@ def test_export_import_round_trip_then_the_campaign_continues(
     git(fresh, "remote", "remove", "origin")  # no shared remote: the bundle is all there is
     import_bundle(fresh, Path(exported.path))
     assert refs(fresh) == refs(alice)
-    assert notes(fresh) == notes(alice)
+    assert notes(fresh) == notes(alice) and notes(fresh)[C.NOTES_ENVIRONMENT]
     assert not g.refs_under(g.open_repo(fresh), sync.TRACKING + "/")  # no leftovers
     again = import_bundle(fresh, Path(exported.path))
     assert again.updated == []  # idempotent

@@ -1,0 +1,55 @@
+"""A campaign written by the tool before the domain layer (issue 10) still reads, validates and
+reports: `fixtures/campaign-v1.bundle` was made by main at 36c8ed1 (baseline; rounds accepted,
+rejected, rejected by a gate, accepted by hand, rolled back, one left open), and
+`campaign-v1.expected.json` holds what that code's `status` and `log` said about it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_project import git
+
+from gitcampaign.commands.log import log
+from gitcampaign.commands.report import report
+from gitcampaign.commands.status import status
+from gitcampaign.commands.validate import validate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def restore(root: Path) -> Path:
+    """The fixture's refs and notes in a fresh repository, checked out where it was left."""
+    root.mkdir()
+    git(root, "init", "-q", "-b", "scratch")
+    git(root, "fetch", "-q", str(FIXTURES / "campaign-v1.bundle"), "+refs/*:refs/*")
+    git(root, "checkout", "-q", "campaign/demo/round-7")
+    return root
+
+
+def expected() -> dict[str, Any]:
+    return json.loads((FIXTURES / "campaign-v1.expected.json").read_text())
+
+
+def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
+    root = restore(tmp_path / "old")
+    _, state = status(root, None)
+    _, rows = log(root, None)
+    assert json.loads(json.dumps({"status": state, "log": rows})) == {
+        key: expected()[key] for key in ("status", "log")
+    }
+
+
+def test_old_campaign_validates_and_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = restore(tmp_path / "old")
+    monkeypatch.chdir(root)
+    decided = validate(root, None)
+    assert (decided.round, decided.decision) == (7, expected()["validate"]["decision"])
+    written = report(root, None)
+    assert written.termination == expected()["report"]["termination"]
+    assert written.ratio == pytest.approx(expected()["report"]["ratio"], rel=1e-6)
+    assert written.acceptance == expected()["report"]["acceptance"]
+    text = (root / written.path).read_text()
+    assert "round 5: slower but wanted" in text and "round 6: faster again (REJECT" in text

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
+
+__all__ = ["ACCEPTED", "Decision"]  # re-exported: `C.ACCEPTED` reads as before
+
 CAMPAIGNS_DIR = "campaigns"
 MANIFEST_FILE = "manifest.yaml"
 HARNESS_FILE = "quick_test_bench.py"
@@ -41,11 +46,11 @@ METRIC_ALIASES = {
     "bwd-gbs": METRIC_BWD_GBS,
 }
 
-DECISION_BASELINE = "BASELINE"
-DECISION_ACCEPT = "ACCEPT"
-DECISION_ACCEPT_WITH_NOTE = "ACCEPT_WITH_NOTE"
-DECISION_REJECT = "REJECT"
-ACCEPTED = (DECISION_ACCEPT, DECISION_ACCEPT_WITH_NOTE)
+# The names callers used before `Decision` (gitcampaign/vocabulary.py) owned the words.
+DECISION_BASELINE = Decision.BASELINE
+DECISION_ACCEPT = Decision.ACCEPT
+DECISION_ACCEPT_WITH_NOTE = Decision.ACCEPT_WITH_NOTE
+DECISION_REJECT = Decision.REJECT
 
 REASON_CHECK_FAILED = "check_failed"
 REASON_STATIC_CHECK = "static_check"
@@ -66,16 +71,17 @@ EXECUTION_WORKSPACE = "workspace"
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
 
 
+# Short forms of `CampaignRef` (gitcampaign/refs.py), which builds and parses every campaign ref.
 def main_branch(campaign: str) -> str:
-    return f"campaign/{campaign}/main"
+    return CampaignRef.main(campaign).branch
 
 
 def round_branch(campaign: str, round_no: int) -> str:
-    return f"campaign/{campaign}/round-{round_no}"
+    return CampaignRef.round_branch(campaign, round_no).branch
 
 
 def rejected_ref(campaign: str, round_no: int) -> str:
-    return f"refs/campaign/{campaign}/rejected/round-{round_no}"
+    return str(CampaignRef.rejected(campaign, round_no))
 
 
 def campaign_dir(campaign: str) -> str:

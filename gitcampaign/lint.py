@@ -803,3 +803,14 @@ def _own_nodes(owner: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def format_finding(finding: Finding) -> str:
+    """`path:line: ID message`, marked when the finding is informational or suppressed."""
+    if finding.suppressed_reason is not None:
+        tag = f" (suppressed: {finding.suppressed_reason})"
+    elif not finding.blocking:
+        tag = " (info)"
+    else:
+        tag = ""
+    return f"{finding.path}:{finding.line}: {finding.rule}{tag} {finding.message}"

@@ -21,8 +21,9 @@ from typing import Any
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_OPEN, STATUS_REJECTED, Campaign, Round, resolve
+from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Status
 
 INSTALL_HINT = 'install the MCP extra: pip install "gitcampaign[mcp]"'
 try:
@@ -81,7 +82,7 @@ def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int
             f"round {entry.number} failed a gate ({', '.join(gates)}): no override accepts it",
             "fix the cause in a new round (`open_round`, commit, `validate`)",
         )
-    if entry.status == STATUS_OPEN:
+    if entry.status == Status.OPEN:
         raise CampaignError(
             f"round {entry.number} has not been validated: accepting it would skip every gate",
             "run the validate tool (`git campaign validate`)",
@@ -99,7 +100,7 @@ def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -
             "make the one change and `git commit` it on the round branch",
         )
     standing = entry.decision or {}
-    if entry.status in (STATUS_ACCEPTED, STATUS_REJECTED) and standing.get("incumbent"):
+    if entry.status in (Status.ACCEPTED, Status.REJECTED) and standing.get("incumbent"):
         incumbent = str(standing["incumbent"])
     else:
         incumbent = campaign.accepted_head()

@@ -26,11 +26,13 @@ from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Decision, Phase, StrEnum
 
-PHASE_BASELINE = "BASELINE"
-PHASE_VALIDATE = "VALIDATE"
-PHASE_OVERRIDE = "OVERRIDE"
-PHASE_REPORT = "REPORT"
+# The names callers used before `Phase` owned the words.
+PHASE_BASELINE = Phase.BASELINE
+PHASE_VALIDATE = Phase.VALIDATE
+PHASE_OVERRIDE = Phase.OVERRIDE
+PHASE_REPORT = Phase.REPORT
 
 
 def now() -> str:
@@ -40,8 +42,15 @@ def now() -> str:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
+class _Dumper(yaml.SafeDumper):
+    """The safe dumper, writing a `Decision` or `Phase` as the plain string it stands for."""
+
+
+_Dumper.add_multi_representer(StrEnum, lambda dumper, member: dumper.represent_str(str(member)))
+
+
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
-DECISIONS = (C.DECISION_BASELINE, C.DECISION_ACCEPT, C.DECISION_ACCEPT_WITH_NOTE, C.DECISION_REJECT)
+DECISIONS = tuple(Decision)
 
 
 def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
@@ -110,7 +119,10 @@ def read(repo: Repo, commit: str) -> list[dict[str, Any]]:
 def render(document: dict[str, Any]) -> bytes:
     """One YAML document of the stream, stamped with the format, tool version and time."""
     document = {"format": C.VERDICT_FORMAT, **document, "tool_version": __version__, "written": now()}
-    return b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120, allow_unicode=True).encode()
+    return (
+        b"---\n"
+        + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True).encode()
+    )
 
 
 def append(repo: Repo, commit: str, document: dict[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:
@@ -163,17 +175,15 @@ def commit_facts(repo: Repo, commits: list[str]) -> dict[str, CommitFacts]:
     """Tree, first parent and CSV note blobs of many commits, in a fixed number of git calls."""
     if not commits:
         return {}
-    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
     csv_notes = {ref: g.note_blobs(repo, ref) for ref in (C.NOTES_BENCH, C.NOTES_FULL)}
-    facts = {}
-    for line in out.splitlines():
-        sha, tree, *parents = line.split()
-        facts[sha] = CommitFacts(
+    return {
+        sha: CommitFacts(
             tree,
             parents[0] if parents else None,
             {ref: blobs[sha] for ref, blobs in csv_notes.items() if sha in blobs},
         )
-    return facts
+        for sha, (tree, parents) in g.trees_and_parents(repo, commits).items()
+    }
 
 
 def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -> str | None:
@@ -185,19 +195,19 @@ def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -
     if facts is None:
         return "the commit is not in this repository"
     phase, decision = doc.get("phase"), doc.get("decision")
-    if phase == PHASE_BASELINE:
+    if phase == Phase.BASELINE:
         return None if doc.get("measured_commit") == facts.parent else "not measured on this commit's parent"
     if doc.get("commit") != commit:
         return (
             f"it names commit {str(doc.get('commit'))[:12]} (copied by a rebase or amend, or written by hand)"
         )
-    if phase == PHASE_OVERRIDE and decision not in C.ACCEPTED:
+    if phase == Phase.OVERRIDE and decision not in C.ACCEPTED:
         return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
     if doc.get("incumbent") != facts.parent:
         return "its incumbent is not the commit's parent"
-    if phase == PHASE_OVERRIDE:
+    if phase == Phase.OVERRIDE:
         return None
-    if phase != PHASE_VALIDATE:
+    if phase != Phase.VALIDATE:
         return f"phase {phase!r} carries no round decision"
     if doc.get("tree") != facts.tree:
         return "its tree is not the commit's tree"

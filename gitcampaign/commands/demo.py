@@ -88,13 +88,11 @@ def apply_edits(root: Path, edits: tuple[Edit, ...]) -> None:
 
 
 def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise CampaignError(
-            f"demo: `git {' '.join(args[:2])}` failed in {root}:\n{done.stdout}{done.stderr}",
-            "read the hook or git output above; the scratch repo is left as it was for inspection",
-        )
-    return done.stdout
+    return g.run_in(
+        root,
+        *args,
+        hint="read the hook or git output above; the scratch repo is left as it was for inspection",
+    )
 
 
 def _scratch_repo(root: Path, gpu: bool) -> str:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import check_name
+from gitcampaign.campaign import check_name, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, normalise_metric
 from gitcampaign.ops import OPS, OpInfo
+from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import load_shapes
 from gitcampaign.verdict import now
 
@@ -39,15 +40,6 @@ class InitOptions:
     acceptance_command: str | None = None  # None: the project's full test suite (see default_acceptance)
     execution_mode: str = C.EXECUTION_REPO
     workspace: tuple[str, ...] = ()
-
-
-def configure_notes(repo_path: Path) -> None:
-    """Plain `git log` shows the campaign notes, and amend/rebase carry them along."""
-    repo = g.open_repo(repo_path)
-    g.config_add_once(repo, "notes.displayRef", C.NOTES_GLOB)
-    g.config_add_once(repo, "notes.rewriteRef", C.NOTES_GLOB)
-    g.config_set(repo, "notes.rewrite.amend", "true")
-    g.config_set(repo, "notes.rewrite.rebase", "true")
 
 
 def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
@@ -154,7 +146,7 @@ def init(repo_path: Path, options: InitOptions) -> str:
     head = g.rev(repo, "HEAD")
     if head is None:
         raise CampaignError("the repository has no commit yet", "commit the kernel first, then run init")
-    main_ref = f"refs/heads/{C.main_branch(name)}"
+    main_ref = str(CampaignRef.main(name))
     if g.rev(repo, main_ref) is not None:
         raise CampaignError(
             f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
@@ -245,5 +237,5 @@ def init(repo_path: Path, options: InitOptions) -> str:
         create_from=head,
     )
     g.checkout(repo, C.main_branch(name))
-    configure_notes(root)
+    configure_notes(repo)
     return commit

@@ -6,14 +6,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import opened
 from gitcampaign.lineage import lineage_rows, log_table
 
 
 def log(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+    campaign = opened(repo_path, campaign_name)
     metric = campaign.manifest().primary_metric
     _, rows = lineage_rows(campaign)
     return log_table(rows, metric), {

@@ -9,8 +9,7 @@ from pathlib import Path
 from gitcampaign import constants as C
 from gitcampaign import envinfo
 from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, resolve
-from gitcampaign.commands.init import configure_notes
+from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
 
 PLACEHOLDER_OP = 'OP = "__OP__"'
@@ -39,10 +38,8 @@ def harness_copy(op: str, backend: str) -> bytes:
 
 
 def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = True) -> PrepareResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "prepare the campaign")
+    with locked(repo_path, campaign_name, clean_for="prepare the campaign") as campaign:
+        repo = campaign.repo
         manifest = campaign.manifest()
         result = PrepareResult(environment=envinfo.fingerprint())
         result.environment["git_version"] = g.git_version()
@@ -72,7 +69,7 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
                 f"campaign {manifest.name}: prepare environment\n\nCopies the quick harness and the training probe.\n",
             )
             result.actions += [f"copied {path}" for path in sorted(changed)]
-        configure_notes(g.root(repo))
+        configure_notes(repo)
         result.actions.append(f"notes.displayRef and notes.rewriteRef set to {C.NOTES_GLOB}")
         if install_hooks:
             from gitcampaign.commands.hooks import install_hooks as install

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
+from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Status
 
 
 @dataclass
@@ -18,13 +19,12 @@ class RoundResult:
 
 
 def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> RoundResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    if not hypothesis.strip():
-        raise CampaignError(
-            "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
-        )
-    with g.campaign_lock(repo, campaign.name):
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
+        if not hypothesis.strip():
+            raise CampaignError(
+                "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
+            )
         g.require_clean(repo, "open a round")
         campaign.require_baseline()
         _, rounds = campaign.lineage()
@@ -33,7 +33,7 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         unfinished = [
             r
             for r in rounds
-            if r.status in (STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)
+            if r.status in (Status.OPEN, Status.EMPTY, Status.PENDING)
             and g.config_get(repo, f"branch.{campaign.round_branch(r.number)}.description") is not None
         ]
         if unfinished:
@@ -45,7 +45,7 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         number = campaign.next_round_number()
         branch = campaign.round_branch(number)
         base = campaign.accepted_head()
-        g.update_ref(repo, f"refs/heads/{branch}", base, None, f"campaign: open round {number}")
+        g.update_ref(repo, campaign.round_ref(number), base, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
         g.checkout(repo, branch)
         return RoundResult(number, branch, base)

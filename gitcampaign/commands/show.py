@@ -8,17 +8,18 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import sync, verdict
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import opened
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Phase
 
 
 def show(repo_path: Path, campaign_name: str | None, number: int) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+    campaign = opened(repo_path, campaign_name)
+    repo = campaign.repo
     _, rounds = campaign.lineage()
     if number == 1:
         commit = next(
-            (c for c, docs in campaign.verdicts().items() if docs[0].get("phase") == "BASELINE"), None
+            (c for c, docs in campaign.verdicts().items() if docs[0].get("phase") == Phase.BASELINE), None
         )
         hypothesis = "baseline"
     else:

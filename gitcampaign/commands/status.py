@@ -8,21 +8,15 @@ from typing import Any
 from gitcampaign import git as g
 from gitcampaign import sync
 from gitcampaign.campaign import (
-    STATUS_ACCEPTED,
-    STATUS_EMPTY,
-    STATUS_OPEN,
-    STATUS_PENDING,
-    STATUS_REJECTED,
-    Campaign,
-    resolve,
+    opened,
 )
-from gitcampaign.commands.report import termination
-from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.vocabulary import Status
 
 
 def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+    campaign = opened(repo_path, campaign_name)
+    repo = campaign.repo
     if fetch:  # refresh what each remote holds (only the tracking refs move)
         for remote in g.remotes(repo):
             sync.fetch(repo, campaign.name, remote, sync.tracking_label(remote))
@@ -31,9 +25,9 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> t
     rounds = [row for row in rows if row.round >= 2]
     counts = {
         state: sum(1 for row in rounds if row.status == state)
-        for state in (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)
+        for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
-    reached = termination(campaign, manifest, rows)
+    reached = termination(manifest, rows)
     data: dict[str, Any] = {
         "campaign": campaign.name,
         "head_branch": g.current_branch(repo),
@@ -44,7 +38,8 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> t
         "representative_shapes": manifest.representative_shapes,
         "rounds": counts,
         "speedup": next(
-            (row.vs_baseline for row in reversed(rows) if row.status in ("baseline", STATUS_ACCEPTED)), None
+            (row.vs_baseline for row in reversed(rows) if row.status in (Status.BASELINE, Status.ACCEPTED)),
+            None,
         ),
         "max_iterations": manifest.max_iterations,
         "termination": reached,
@@ -74,10 +69,10 @@ def _next_step(has_baseline: bool, rounds: list[LineageRow]) -> str:
     if not has_baseline:
         return "git campaign prepare && git campaign baseline"
     last = rounds[-1] if rounds else None
-    if last and last.status == STATUS_PENDING:
+    if last and last.status == Status.PENDING:
         return "git campaign validate  (finishes the interrupted decision)"
-    if last and last.status == STATUS_EMPTY:
+    if last and last.status == Status.EMPTY:
         return f"edit, `git commit`, then `git campaign validate` (round {last.round})"
-    if last and last.status == STATUS_OPEN:
+    if last and last.status == Status.OPEN:
         return f"git campaign validate  (round {last.round})"
     return 'git campaign round -m "HYPOTHESIS"'

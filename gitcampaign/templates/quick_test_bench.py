@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import math
 import os
+import random
 import re
 import statistics
 import sys
@@ -198,6 +200,47 @@ def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[
 # Ops: inputs, reference, candidate provider, work, correctness thresholds
 # ---------------------------------------------------------------------------------------------
 
+SAMPLED_CALLS = 3  # timed calls checked per shape, drawn at random from all of them
+
+
+class CallSampler:
+    """Keeps SAMPLED_CALLS providers drawn uniformly from all made for one shape (reservoir
+    sampling, from the OS's entropy), decided when each is made, outside the timed interval."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.kept: list[Provider] = []
+        self.random = random.SystemRandom()
+
+    def offer(self, provider: Provider) -> None:
+        self.made += 1
+        if len(self.kept) < SAMPLED_CALLS:
+            self.kept.append(provider)
+        else:
+            slot = self.random.randrange(self.made)
+            if slot < SAMPLED_CALLS:
+                self.kept[slot] = provider
+
+    def take(self) -> list[Provider]:
+        kept, self.kept, self.made = self.kept, [], 0
+        return kept
+
+
+class Provider:
+    """One call of the candidate on one set of inputs. Warm-up, timed loop and checks all reach the
+    op through this one frame, so the op cannot tell them apart by its caller, and each call keeps
+    its result, so the checks can look at calls that were timed (`timed_call_reasons`)."""
+
+    __slots__ = ("call", "inputs", "result")
+
+    def __init__(self, call: Callable[[], Any], inputs: Any, sampler: CallSampler) -> None:
+        self.call, self.inputs, self.result = call, inputs, None
+        sampler.offer(self)
+
+    def __call__(self) -> Any:
+        self.result = self.call()
+        return self.result
+
 
 @dataclass
 class GemmInputs:
@@ -232,6 +275,7 @@ class GemmOp:
     cuda_only_backends: tuple[str, ...] = ()
     peak_key: str = "bf16"
     quant = False
+    sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
     def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> GemmInputs:
         import torch
@@ -257,9 +301,9 @@ class GemmOp:
         assert shape.N is not None
         return torch.randn(shape.M, shape.N, generator=generator, device=device).to(dtype)
 
-    def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Callable[[], Any]:
+    def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Provider:
         """The candidate as a zero-argument callable, so that nothing but the op is ever timed."""
-        return lambda: self.call(kernels, inputs)
+        return Provider(functools.partial(self.call, kernels, inputs), inputs, self.sampler)
 
     def reference(self, inputs: GemmInputs, grad_out: Any) -> tuple[Any, Any, Any]:
         """out, dA, dB in float64 from the same (unquantised) inputs."""
@@ -308,6 +352,7 @@ class QuantOp:
     peak_key: str = "hbm"
     quant = True
     grouped = False
+    sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
     def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> QuantInputs:
         import torch
@@ -317,8 +362,9 @@ class QuantOp:
         scale = torch.exp2(torch.randint(-6, 7, (shape.M, 1), generator=generator, device=device).float())
         return QuantInputs((x * scale).to(dtype))
 
-    def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Callable[[], Any]:
-        return lambda: kernels.quantize_fp8(inputs.x, granularity=self.granularity)
+    def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Provider:
+        call = functools.partial(kernels.quantize_fp8, inputs.x, granularity=self.granularity)
+        return Provider(call, inputs, self.sampler)
 
     def reference(self, kernels: ModuleType, inputs: QuantInputs) -> tuple[Any, Any]:
         """The harness's own copy of the quantisation rule, not the kernel module's: a round may
@@ -486,12 +532,143 @@ def checked_call(
     if not all(bits_equal(snapshot, tensor) for snapshot, tensor in zip(before, inputs, strict=True)):
         verdict.reasons.append(f"{label}: the op modified its inputs")
     first, second = results
+    verdict.reasons += plain_tensor_reasons(label, first) + plain_tensor_reasons(label, second)
     pairs = list(zip(first, second, strict=True)) if isinstance(first, tuple) else [(first, second)]
     if not all(bits_equal(x, y) for x, y in pairs):
         verdict.reasons.append(
             f"{label}: two runs on the same inputs differ (nondeterministic or uninitialised)"
         )
     return first
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-time anti-cheat checks: what the op returned, on which call, in which harness
+# ---------------------------------------------------------------------------------------------
+
+
+def plain_tensor_reasons(label: str, result: Any) -> list[str]:
+    """The op must return plain torch.Tensors: a subclass (or a `__torch_function__` wrapper) can
+    compute lazily when the checks read it, or answer the checks differently from training."""
+    import torch
+
+    reasons = []
+    outputs = result if isinstance(result, tuple | list) else (result,)
+    for index, output in enumerate(outputs):
+        kind = type(output)
+        if kind is not torch.Tensor:
+            reasons.append(
+                f"{label}: output {index} is a {kind.__module__}.{kind.__qualname__}, not a plain torch.Tensor"
+            )
+        elif output.is_meta or output.layout != torch.strided:
+            reasons.append(f"{label}: output {index} holds no data ({output.device}, {output.layout})")
+    if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack():
+        reasons.append(f"{label}: the op left a torch function or dispatch mode active")
+    return reasons
+
+
+def timed_call_reasons(run: Run, shape: Shape) -> list[str]:
+    """Check calls the timed loop made, on their own fresh inputs, with the reference computed only
+    now. The checked path (poisoned outputs, deterministic mode, a second run) is visible to an op
+    that looks for it; these calls are not, so an op that behaves only when checked, a CUDA graph
+    replayed without its inputs or a cache that skips work is wrong here."""
+    import torch
+
+    op = run.op
+    reasons: list[str] = []
+    for provider in op.sampler.take():
+        if provider.result is None:
+            continue  # made but never called
+        label = "timed call"
+        reasons += plain_tensor_reasons(label, provider.result)
+        if reasons:
+            break
+        if isinstance(op, GemmOp):
+            out_ref = op.reference(provider.inputs, torch.zeros_like(provider.result))[0]
+            snr = snr_db(out_ref, provider.result)
+            del out_ref
+            threshold = op.thresholds(run.kernels, run.dtype, shape)["out_snr"]
+            if not snr >= threshold:  # NaN fails
+                reasons.append(f"{label}: out_snr = {snr:.4g} dB on its own inputs (below {threshold:g})")
+        else:
+            reference = op.reference(run.kernels, provider.inputs)
+            if run.device.type == "cuda":
+                if mismatch_fraction(provider.result, reference) != 0.0:
+                    reasons.append(
+                        f"{label}: output differs bit for bit from the reference on its own inputs"
+                    )
+            else:
+                reasons += [f"{label}: {r}" for r in interpreter_quant_reasons(provider.result, reference)]
+            del reference
+        if reasons:
+            break
+    return reasons
+
+
+class Seal:
+    """The identity of every attribute of what the harness's numbers rest on, taken before the
+    kernels are imported: torch (and `torch.Tensor`, whose `@` the reference uses), the clocks, and
+    this harness's own functions and classes. An op that rebinds any of them, by whatever route
+    (`__dict__`, an alias, `setattr` with a computed name), shows up in `broken()`."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.snapshot = {label: dict(vars(space)) for label, space in self._namespaces().items()}
+
+    def _namespaces(self) -> dict[str, Any]:
+        import torch
+
+        harness = sys.modules[__name__]
+        spaces: dict[str, Any] = {
+            "torch": torch,
+            "torch.Tensor": torch.Tensor,
+            "torch.nn.functional": torch.nn.functional,
+            "torch.autograd": torch.autograd,
+            "time": time,
+            "harness": harness,
+        }
+        for name, value in vars(harness).items():
+            if isinstance(value, type) and value.__module__ == __name__:
+                spaces[f"harness.{name}"] = value
+        if self.device.type == "cuda":
+            import triton.testing
+
+            spaces.update(
+                {
+                    "torch.cuda": torch.cuda,
+                    "torch.cuda.Event": torch.cuda.Event,
+                    "triton.testing": triton.testing,
+                }
+            )
+        return spaces
+
+    @staticmethod
+    def _torch_wrapper(new: Any, old: Any) -> bool:
+        """torch rebinds a few of its own functions when a submodule loads (`import torch._dynamo`
+        wraps `torch.manual_seed`): a wrapper whose code lives in torch and unwraps to the original."""
+        import inspect
+
+        import torch
+
+        code = getattr(new, "__code__", None)
+        return (
+            code is not None
+            and code.co_filename.startswith(os.path.dirname(torch.__file__))
+            and inspect.unwrap(new) is old
+        )
+
+    def broken(self) -> list[str]:
+        """`space.name` for every attribute rebound, removed, or (on a class) added since start-up."""
+        broken = []
+        for label, space in self._namespaces().items():
+            before, now = self.snapshot.get(label, {}), vars(space)
+            broken += [
+                f"{label}.{name}"
+                for name, value in before.items()
+                if now.get(name, before) is not value and not self._torch_wrapper(now.get(name), value)
+            ]
+            if isinstance(space, type):
+                broken += [f"{label}.{name}" for name in now.keys() - before.keys()]
+        return sorted(broken)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,6 +834,7 @@ class Run:
     seed: int
     peaks: dict[str, float] | None
     gpu_name: str
+    seal: Seal | None = None
 
 
 def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
@@ -710,6 +888,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
         row.backward_ms = backward.median_ms
         timings["backward"] = backward
     verdict = Verdict()
+    verdict.reasons += timed_call_reasons(run, shape)
 
     # Correctness on fresh inputs, after timing (see the module docstring).
     inputs, grad_out = fresh_inputs(), fresh_grad_out()
@@ -765,9 +944,10 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     warm = fresh_inputs()
     op.provider(run.kernels, warm)()
     synchronize(run.device)
-    codes_ref, scales_ref = op.reference(run.kernels, warm)
     del warm
-    work = op.bytes_moved(shape, run.dtype.itemsize, scales_ref.numel())
+    # No reference exists before the candidate's last call (an op could find it and return it).
+    scale_count = shape.M * (1 if op.granularity == "rowwise" else -(-shape.K // QUANT_BLOCK))
+    work = op.bytes_moved(shape, run.dtype.itemsize, scale_count)
     forward = measure(
         run.clock, lambda: op.provider(run.kernels, fresh_inputs()), run.repeats, run.iters, work, 1e9
     )
@@ -777,9 +957,10 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
         forward.median_ms,
     )
     verdict = Verdict()
+    verdict.reasons += timed_call_reasons(run, shape)
 
     inputs = fresh_inputs()
-    out_bytes = [shape.M * shape.K, scales_ref.numel() * 4]
+    out_bytes = [shape.M * shape.K, scale_count * 4]
     codes, scales = checked_call(
         "forward", op.provider(run.kernels, inputs), inputs.tensors(), out_bytes, run.device, verdict
     )
@@ -857,6 +1038,9 @@ def timer_reasons(run: Run, verdict: Verdict) -> None:
     replaced = run.clock.replaced()
     if replaced:
         verdict.reasons.append(f"timer replaced: {', '.join(replaced)}")
+    broken = run.seal.broken() if run.seal is not None else []
+    if broken:
+        verdict.reasons.append(f"harness or torch rebound: {', '.join(broken[:8])}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -947,6 +1131,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = torch.device("cuda" if cuda else "cpu")
     clock = Clock(device)
+    seal = Seal(device)  # before the kernels are imported, like the clock
     kernels = load_kernels(op, cuda)
     gpu_name, peaks = device_peaks(device)
     print(f"quick_test_bench: {OP} ({BACKEND}) from {REPO_ROOT}; clock: {clock.name}", file=sys.stderr)
@@ -982,7 +1167,8 @@ def main(argv: list[str] | None = None) -> int:
         peaks,
         gpu_name,
     )
-    startup = clock.replaced()
+    run.seal = seal
+    startup = clock.replaced() + seal.broken()
     run_shape: Callable[[Run, Shape, int], tuple[GemmRow | QuantRow, list[str]]] = (
         run_quant_shape if op.quant else run_gemm_shape
     )

@@ -51,6 +51,7 @@ REASON_HARNESS_CHANGED = "harness_changed"
 REASON_SHAPE_REGRESSION = "shape_regression"
 REASON_NOT_FASTER = "not_faster"
 REASON_WITHIN_NOISE = "within_noise"
+REASON_OVERFIT = "overfit"  # the gain does not transfer to the training-step probe
 REASON_MANUAL = "manual_override"
 
 # SNR thresholds in dB (DESIGN.md section 4); a manifest may only tighten them.

@@ -540,7 +540,6 @@ class _Checker:
         self.aliases: dict[str, str] = dict(DEFAULT_ALIASES)
         self.findings: list[Finding] = []
         self.functions: dict[str, FunctionNode] = {}
-        self.file_joins = False
         self.module_scope = _Scope(None)
 
     def run(self) -> list[Finding]:
@@ -548,8 +547,6 @@ class _Checker:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.functions.setdefault(node.name, node)
-            elif isinstance(node, ast.Call) and self._is_join(node):
-                self.file_joins = True
         self.module_scope = self._build_scope(self.tree, None, [])
         self._check_body(self.tree, self.module_scope)
         return self.findings
@@ -658,10 +655,10 @@ class _Checker:
         for node in _own_nodes(owner):
             if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 self._record_assignment(node, scope)
-            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
-                scope.kinds.setdefault(node.target.id, OTHER if self._is_range(node.iter) else "")
-                if scope.kinds[node.target.id] == "":
-                    del scope.kinds[node.target.id]
+            elif (
+                isinstance(node, ast.For) and isinstance(node.target, ast.Name) and self._is_range(node.iter)
+            ):
+                scope.kinds[node.target.id] = OTHER
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 if node.attr in TENSOR_USES and isinstance(node.ctx, ast.Load):
                     scope.used_as_tensor.add(node.value.id)
@@ -1267,7 +1264,7 @@ class _Checker:
 
     def _check_call(self, call: ast.Call, scope: _Scope) -> None:
         func = self._resolve(call.func) or ""
-        if func in SIDE_WORK_CALLS and not self._joined(call, func, scope):
+        if func in SIDE_WORK_CALLS and self._hides_work(call, func, scope):
             self._add(
                 "S1", call, f"`{func}(...)`: work hidden off the timed stream still costs a training step"
             )
@@ -1298,16 +1295,16 @@ class _Checker:
         self._check_memo_call(call, func, scope)
         self._check_patch_call(call, func)
 
-    def _joined(self, call: ast.Call, func: str, scope: _Scope) -> bool:
-        """Side-stream work is fine when it is joined back before use. Making a stream object hides
-        nothing; entering one the op made (`with torch.cuda.stream(s)`, `set_stream(s)`) does unless
-        the function waits for it (`wait_stream`, `wait_event`, `event.wait()`, a synchronize).
-        Entering a stream the caller passed in runs on the caller's schedule."""
-        if func not in {"torch.cuda.stream", "torch.cuda.set_stream"}:
-            return func in SIDE_STREAM_CALLS
-        if not call.args or not self._made_stream(call.args[0], scope):
+    def _hides_work(self, call: ast.Call, func: str, scope: _Scope) -> bool:
+        """Threads always do. Making a stream object hides nothing; entering one the op made
+        (`with torch.cuda.stream(s)`, `set_stream(s)`) does unless the function joins it back
+        (`wait_stream`, `wait_event`, `event.wait()`, a synchronize). A stream the caller passed in
+        runs on the caller's schedule."""
+        if func not in SIDE_STREAM_CALLS:
             return True
-        return scope.joined()
+        if func not in {"torch.cuda.stream", "torch.cuda.set_stream"} or not call.args:
+            return False
+        return self._made_stream(call.args[0], scope) and not scope.joined()
 
     def _made_stream(self, node: ast.expr, scope: _Scope) -> bool:
         if isinstance(node, ast.Call):
@@ -1383,15 +1380,10 @@ class _Checker:
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
             call = node.value
             tensors = [a.id for a in call.args if isinstance(a, ast.Name) and scope.is_tensor(a.id)]
-            if (
-                tensors
-                and not isinstance(call.func, ast.Attribute | ast.Call)
-                or (
-                    tensors
-                    and isinstance(call.func, ast.Attribute)
-                    and not scope.is_tensor(_last_name(call.func.value) or "")
-                )
-            ):
+            method_of_tensor = isinstance(call.func, ast.Attribute) and scope.is_tensor(
+                _last_name(call.func.value) or ""
+            )
+            if tensors and not method_of_tensor:
                 return f"another implementation, `{ast.unparse(call.func)}({', '.join(tensors)}, ...)`"
         if isinstance(node, ast.Call):
             func = self._resolve(node.func) or ""

@@ -20,7 +20,13 @@ What a number means here, and why it is hard to fool:
   inputs lived, so a stale cache answers wrongly): outputs are poisoned with NaN before each checked
   call, inputs must come back bit for bit unchanged, two runs on the same inputs must agree bit for
   bit, and SNR is measured in float64 against a float64 reference;
-- the timers must still be the originals, and a figure above the GPU's datasheet peak is a FAIL.
+- calls the timed loop made are checked too: three drawn at random after the fact, on their own
+  inputs, so an op that behaves only under the checks above (it can see deterministic mode, the
+  poisoned allocator, a second run) or replays a graph without its inputs is wrong there;
+- outputs must be exactly `torch.Tensor` (no subclass, no torch function or dispatch mode left on),
+  and no reference exists before the candidate has returned (an op cannot find and return it);
+- the timers must still be the originals, torch, `torch.Tensor` and this harness must still be what
+  they were before the kernels were imported, and a figure above the GPU's datasheet peak is a FAIL.
 
 Exit codes: 0 every shape PASS, 1 some shape FAIL/ERROR, 2 no GPU for a GPU-only op, 3 usage error.
 """

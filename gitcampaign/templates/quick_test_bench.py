@@ -228,6 +228,8 @@ class CallSampler:
                 self.kept[slot] = provider
 
     def take(self) -> list[Provider]:
+        """The sample so far; sampling starts afresh (a shape starts with `take()` too, so the
+        previous shape's checked calls never count as this shape's timed ones)."""
         kept, self.kept, self.made = self.kept, [], 0
         return kept
 
@@ -613,11 +615,13 @@ def timed_call_reasons(run: Run, shape: Shape) -> list[str]:
 class Seal:
     """The identity of every attribute of what the harness's numbers rest on, taken before the
     kernels are imported: torch (and `torch.Tensor`, whose `@` the reference uses), the clocks, and
-    this harness's own functions and classes. An op that rebinds any of them, by whatever route
-    (`__dict__`, an alias, `setattr` with a computed name), shows up in `broken()`."""
+    this harness's own functions, classes and the objects it measures with (the clock, the op).
+    An op that rebinds any of them, by whatever route (`__dict__`, an alias, `setattr` with a
+    computed name, an instance attribute shadowing a method), shows up in `broken()`."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, *objects: Any) -> None:
         self.device = device
+        self.objects = {f"harness.{type(obj).__name__}()": obj for obj in objects if hasattr(obj, "__dict__")}
         self.snapshot = {label: dict(vars(space)) for label, space in self._namespaces().items()}
 
     def _namespaces(self) -> dict[str, Any]:
@@ -635,6 +639,7 @@ class Seal:
         for name, value in vars(harness).items():
             if isinstance(value, type) and value.__module__ == __name__:
                 spaces[f"harness.{name}"] = value
+        spaces.update(self.objects)
         if self.device.type == "cuda":
             import triton.testing
 
@@ -663,7 +668,7 @@ class Seal:
         )
 
     def broken(self) -> list[str]:
-        """`space.name` for every attribute rebound, removed, or (on a class) added since start-up."""
+        """`space.name` for every attribute rebound, removed, or (outside modules) added since start-up."""
         broken = []
         for label, space in self._namespaces().items():
             before, now = self.snapshot.get(label, {}), vars(space)
@@ -672,7 +677,7 @@ class Seal:
                 for name, value in before.items()
                 if now.get(name, before) is not value and not self._torch_wrapper(now.get(name), value)
             ]
-            if isinstance(space, type):
+            if not isinstance(space, ModuleType):  # classes and objects are closed: nothing new
                 broken += [f"{label}.{name}" for name in now.keys() - before.keys()]
         return sorted(broken)
 
@@ -850,6 +855,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
     assert isinstance(op, GemmOp) and shape.N is not None
     generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
     row = GemmRow(shape.label, shape.B or 1, shape.M, shape.N, shape.K, ERROR)
+    op.sampler.take()
 
     def fresh_inputs() -> GemmInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
@@ -943,6 +949,7 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     assert isinstance(op, QuantOp)
     generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
     row = QuantRow(shape.label, shape.M, shape.K, ERROR)
+    op.sampler.take()
 
     def fresh_inputs() -> QuantInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
@@ -1137,7 +1144,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = torch.device("cuda" if cuda else "cpu")
     clock = Clock(device)
-    seal = Seal(device)  # before the kernels are imported, like the clock
+    seal = Seal(device, clock, op)  # before the kernels are imported, like the clock
     kernels = load_kernels(op, cuda)
     gpu_name, peaks = device_peaks(device)
     print(f"quick_test_bench: {OP} ({BACKEND}) from {REPO_ROOT}; clock: {clock.name}", file=sys.stderr)

@@ -2,7 +2,8 @@
 # The GPU measurements behind BENCHMARKS.md, in stages that each fit one 10-minute device call:
 #   bash benchmarks/h200_session.sh STAGE OUTDIR
 # Stages: a (GPU tests with pinned configs; bf16 GEMM full benchmark on Llama-3.1 8B and 70B),
-# b (fp8 GEMM each scaling, grouped GEMM, fp8 quantisation), spread (quick-harness run-to-run spread).
+# b (fp8 GEMM each scaling, grouped GEMM, fp8 quantisation), spread (quick-harness run-to-run spread;
+# benchmarks/gate_session.sh measures it with the back-to-back harness, and the A/A floor).
 set -uo pipefail
 stage=$1
 out=${2:-out}

@@ -15,12 +15,15 @@ import click
 from tabulate import tabulate
 
 from gitcampaign import __version__
+from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
+from gitcampaign.progress import Progress
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
 
+COMPLETE_VAR = "_GIT_CAMPAIGN_COMPLETE"  # click's default would derive it from "git campaign"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
@@ -77,6 +80,24 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
 @click.option("--benchmark-command", default=None, help="Full benchmark command.")
 @click.option("--probe-command", default=None, help="Training-step probe command ('' for none).")
 @click.option("--kernel-source", default=None, help="Path of the kernel being optimised.")
+@click.option(
+    "--build-command",
+    default="",
+    help="Builds a measured tree in place before its tests and measurement (e.g. 'python setup.py build_ext --inplace').",
+)
+@click.option(
+    "--acceptance-command",
+    default=None,
+    help="Suite `report` runs on the final head (default: the project's full test suite; '' for none).",
+)
+@click.option(
+    "--execution-mode",
+    type=click.Choice(["repo", "workspace"]),
+    default="repo",
+    show_default=True,
+    help="Measure checkouts of the whole repository, or minimal copies of --workspace paths.",
+)
+@click.option("--workspace", multiple=True, help="A path the workspace copy holds (repeatable).")
 @click.option("--protect", multiple=True, help="Extra path a round may not change (repeatable).")
 @click.option("--max-iterations", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -107,6 +128,7 @@ def init(ctx: click.Context, name: str, **options: Any) -> None:
 
     options["protect"] = tuple(options["protect"])
     options["target"] = tuple(options["target"])
+    options["workspace"] = tuple(options["workspace"])
     commit = run(_repo(ctx), InitOptions(name=name, **options))
     click.echo(f"campaign {name}: manifest committed at {commit[:12]} on campaign/{name}/main")
     click.echo("next: git campaign prepare")
@@ -133,17 +155,100 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
     )
 
 
+_GPUS_HELP = "Split the shapes across these GPUs (nvidia-smi indices), one interleaved sequence each."
+_EXECUTOR_HELP = (
+    "Where shards run: direct (here), local (submitit) or slurm (default: manifest executor.kind)."
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--all-shapes", is_flag=True, help="All target shapes (default: the representative ones).")
+@click.option("--forward-only", is_flag=True, help="Skip the backward.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json: bool) -> None:
+    """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
+    from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT
+    from gitcampaign.commands.calibrate import calibrate as run
+
+    result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only)
+    ours, vendor = result.backends
+
+    def pct(value: float) -> str:
+        return f"{100 * value:+.1f}%"
+
+    rows = [
+        [
+            row.label,
+            row.phase,
+            f"{row.ours_harness_ms:.4g}",
+            f"{row.ours_b2b_ms:.4g}",
+            pct(row.ours_deviation),
+            f"{row.vendor_harness_ms:.4g}",
+            f"{row.vendor_b2b_ms:.4g}",
+            pct(row.vendor_deviation),
+            f"{row.harness_ratio:.4f}",
+            f"{row.b2b_ratio:.4f}",
+            pct(row.ratio_deviation),
+            f"{row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}/{row.vendor_harness_mhz:.0f}/{row.vendor_b2b_mhz:.0f}",
+            "ok" if row.agrees() else "NO",
+        ]
+        for row in result.rows
+    ]
+    headers = [
+        "shape",
+        "phase",
+        f"{ours} gate ms",
+        f"{ours} b2b ms",
+        "dev",
+        f"{vendor} gate ms",
+        f"{vendor} b2b ms",
+        "dev",
+        "ratio gate",
+        "ratio b2b",
+        "dev",
+        "SM MHz",
+        "agrees",
+    ]
+    verdict_line = (
+        f"the gate agrees with the outside clock (per shape within {100 * SHAPE_LIMIT:g}%, ratios within "
+        f"{100 * RATIO_LIMIT:g}%)"
+        if result.agreed
+        else "the gate DISAGREES with the outside clock on the rows marked NO: do not trust its decisions here"
+    )
+    text = "\n".join(
+        [
+            tabulate(rows, headers=headers),
+            "b2b: triton.testing.do_bench after a pre-roll (events, L2 cleared, median); ratio: "
+            f"{ours} speed / {vendor} speed; SM MHz: {ours} gate/b2b, {vendor} gate/b2b",
+            *(f"warning: {w}" for w in result.warnings),
+            verdict_line,
+            f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
+        ]
+    )
+    _emit(text, result.to_json(), as_json)
+    if not result.agreed:
+        ctx.exit(EXIT_USER_ERROR)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option(
     "--pairs", default=None, type=click.IntRange(min=1), help="A/A process pairs (default: manifest)."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
+def baseline(
+    ctx: click.Context, pairs: int | None, gpus: str | None, executor: str | None, as_json: bool
+) -> None:
     """BASELINE (round 1): full validation, representative shapes, A/A noise floor."""
     from gitcampaign.commands.baseline import baseline as run
 
-    result = run(_repo(ctx), _campaign(ctx), pairs)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor, progress=progress)
     rows = [
         [
             row.label,
@@ -170,6 +275,7 @@ def baseline(ctx: click.Context, pairs: int | None, as_json: bool) -> None:
         "aggregate": result.aggregate,
         "representative_shapes": result.representative,
         "noise_floor": {"aggregate": result.noise.aggregate, "shapes": result.noise.shapes},
+        "phase_seconds": progress.phase_seconds,
     }
     _emit(text, data, as_json)
 
@@ -228,16 +334,38 @@ def _validation_text(result: Any) -> str:
 @click.option(
     "--timeout", "timeout_s", default=None, type=click.IntRange(min=1), help="Seconds per harness process."
 )
+@click.option("--gpus", default=None, help=_GPUS_HELP)
+@click.option(
+    "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def validate(
-    ctx: click.Context, full: bool, pairs: int | None, no_probe: bool, timeout_s: int | None, as_json: bool
+    ctx: click.Context,
+    full: bool,
+    pairs: int | None,
+    no_probe: bool,
+    timeout_s: int | None,
+    gpus: str | None,
+    executor: str | None,
+    as_json: bool,
 ) -> None:
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
     from gitcampaign.commands.validate import validate as run
 
-    result = run(_repo(ctx), _campaign(ctx), full=full, pairs=pairs, probe=not no_probe, timeout_s=timeout_s)
-    _emit(_validation_text(result), result.to_json(), as_json)
+    progress = Progress.for_cli(as_json)
+    result = run(
+        _repo(ctx),
+        _campaign(ctx),
+        full=full,
+        pairs=pairs,
+        probe=not no_probe,
+        timeout_s=timeout_s,
+        gpus=gpus,
+        executor=executor,
+        progress=progress,
+    )
+    _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 
 
 def _override_command(verb: str, summary: str) -> None:
@@ -263,13 +391,16 @@ _override_command(
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option(
+    "--fetch", is_flag=True, help="Fetch each remote's copy first (else: as of the last push/pull)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
     """Where the campaign stands and what to run next."""
     from gitcampaign.commands.status import status as run
 
-    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+    _emit(*run(_repo(ctx), _campaign(ctx), fetch), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -296,18 +427,115 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.option("--force", is_flag=True, help="T4: stop the campaign here.")
 @click.option("--pairs", default=None, type=click.IntRange(min=1))
+@click.option(
+    "--html",
+    is_flag=True,
+    help="Instead: write one self-contained HTML page of the campaign as it stands (measures nothing).",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="File for --html (default: NAME-report.html)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def report(ctx: click.Context, force: bool, pairs: int | None, as_json: bool) -> None:
-    """REPORT: final full validation and campaigns/NAME/REPORT.md on the accepted line."""
+def report(
+    ctx: click.Context, force: bool, pairs: int | None, html: bool, output: str | None, as_json: bool
+) -> None:
+    """REPORT: final full validation and campaigns/NAME/REPORT.md (+ REPORT.svg) on the accepted line."""
+    if html:
+        from gitcampaign.html_report import write_report
+
+        if force or pairs:
+            raise click.UsageError("--html writes the page and measures nothing: drop --force and --pairs")
+        path = write_report(_repo(ctx), _campaign(ctx), Path(output) if output else None)
+        _emit(f"HTML report written: {path}", {"path": str(path)}, as_json)
+        return
     from gitcampaign.commands.report import report as run
 
-    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs)
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs, progress=progress)
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
-        + "\n".join(result.termination)
+        + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
+        + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
-    _emit(text, result.__dict__, as_json)
+    _emit(text, {**result.__dict__, "phase_seconds": progress.phase_seconds}, as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--shape", default=None, help="Plot this shape's speedup per round instead of the aggregate.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="PNG or SVG file (default: NAME[-SHAPE]-speedup.png).",
+)
+@click.pass_context
+def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
+    """Speedup per round (accepted/rejected marked, noise band shaded) and per-shape ratios (needs [plot])."""
+    from gitcampaign.plot import draw
+
+    click.echo(f"plot written: {draw(_repo(ctx), _campaign(ctx), shape, Path(output) if output else None)}")
+
+
+def _next_text(outcome: Any) -> str:
+    from gitcampaign.commands.next import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+
+    lines = []
+    for done in outcome.performed:
+        result = done.result
+        if done.step == STEP_VALIDATE:
+            lines.append(_validation_text(result))
+        elif done.step == STEP_BASELINE:
+            lines.append(f"baseline recorded at {result.commit[:12]}: aggregate {result.aggregate:.6g}")
+        elif done.step == STEP_ROUND:
+            lines.append(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+        elif done.step == STEP_REPORT:
+            lines.append(f"report committed at {result.commit[:12]}: {result.path}")
+        else:
+            lines.append(f"done: {done.step}")
+    step = outcome.then
+    lines += [f"next: {step.command}", f"  why: {step.why}"]
+    return "\n".join(lines)
+
+
+@cli.command("next", context_settings=CONTEXT)
+@click.option("--run", "perform", is_flag=True, help="Perform the step instead of printing it.")
+@click.option(
+    "-m",
+    "--message",
+    "hypothesis",
+    default=None,
+    help="With --run: then open the next round with this hypothesis.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
+    """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
+    from gitcampaign.commands.next import NextRun, next_step, run_next
+
+    if perform:
+        outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
+    else:
+        outcome = NextRun(next_step(_repo(ctx), _campaign(ctx)))
+    _emit(_next_text(outcome), outcome.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve the campaign tools over MCP on stdio, for agent tools (needs the [mcp] extra)."""
+    from gitcampaign.mcp_server import serve
+
+    serve(_repo(ctx), _campaign(ctx))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(git campaign completion bash)" in ~/.bashrc."""
+    from gitcampaign.completion import script
+
+    click.echo(script(cli, shell))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -319,7 +547,7 @@ def demo(ctx: click.Context, directory: str | None, rounds: int) -> None:
     from gitcampaign.commands.demo import demo as run
 
     target = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitcampaign-demo-"))
-    run(target, rounds=rounds, echo=click.echo)
+    run(target, rounds=rounds, echo=click.echo, progress=Progress.for_cli(as_json=False))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -365,10 +593,87 @@ def hooks_run(ctx: click.Context, hook: str, args: tuple[str, ...]) -> None:
     ctx.exit(code)
 
 
+def _sync_text(result: Any, verb: str) -> str:
+    lines = [f"{verb} campaign {result.campaign} ({result.source}):"]
+    lines += [f"  {line}" for line in result.updated] or ["  nothing to move: already up to date"]
+    lines += [f"  merge: {line}" for line in result.merges]
+    if result.waiting:
+        lines.append(
+            f"  {result.source} has news for {len(result.waiting)} ref(s): git campaign pull {result.source}"
+        )
+    return "\n".join(lines)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def push(ctx: click.Context, remote: str | None, name: str | None, as_json: bool) -> None:
+    """Publish the campaign (branches, rejected pins, notes) to REMOTE, never overwriting news there."""
+    from gitcampaign.commands.push import push as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), remote)
+    _emit(_sync_text(result, "push"), result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("remote", required=False)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option(
+    "--supersede",
+    is_flag=True,
+    help="Main diverged: keep REMOTE's line, mark your own acceptances superseded.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pull(ctx: click.Context, remote: str | None, name: str | None, supersede: bool, as_json: bool) -> None:
+    """Bring the campaign from REMOTE: fast-forward branches, add pins, merge notes."""
+    from gitcampaign.commands.pull import pull as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), remote, supersede)
+    _emit(_sync_text(result, "pull"), result.to_json(), as_json)
+
+
+@cli.command("export", context_settings=CONTEXT)
+@click.argument("name", required=False)
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--self-contained", is_flag=True, help="Also carry the project history the campaign started from."
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def export_(
+    ctx: click.Context, name: str | None, file: str | None, self_contained: bool, as_json: bool
+) -> None:
+    """Write the campaign as a git bundle (default campaigns/NAME/lineage.bundle)."""
+    from gitcampaign.commands.bundle import export as run
+
+    result = run(_repo(ctx), name or _campaign(ctx), Path(file) if file else None, self_contained)
+    text = f"campaign {result.campaign}: {len(result.refs)} refs in {result.path} ({result.size_bytes} bytes)"
+    if result.prerequisite:
+        text += (
+            f"\nimport needs the project commit {result.prerequisite[:12]} (any clone of the project has it)"
+        )
+    _emit(text, result.to_json(), as_json)
+
+
+@cli.command("import", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def import_(ctx: click.Context, file: str, as_json: bool) -> None:
+    """Restore a campaign from a bundle written by `export` (same commits, same notes)."""
+    from gitcampaign.commands.bundle import import_bundle as run
+
+    result = run(_repo(ctx), Path(file))
+    _emit(_sync_text(result, "import"), result.to_json(), as_json)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
     try:
-        code = cli.main(args=argv, prog_name="git campaign", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False)
     except CampaignError as exc:
         click.echo(f"error: {exc.message}", err=True)
         if exc.hint:
@@ -390,6 +695,15 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"internal error (a bug in gitcampaign); traceback written to {log}", err=True)
         return EXIT_BUG
     return code if isinstance(code, int) else 0
+
+
+def entry() -> int:
+    """The `git-campaign` executable: first make sure `git campaign --help` (= `man git-campaign`)
+    finds the page after an editable install, which installs no data files."""
+    from gitcampaign.manpage import install_for_editable
+
+    install_for_editable()
+    return main()
 
 
 if __name__ == "__main__":

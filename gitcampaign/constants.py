@@ -11,6 +11,8 @@ REPORT_PLOT_FILE = "REPORT.svg"
 NOTES_BENCH = "refs/notes/campaign/bench"
 NOTES_FULL = "refs/notes/campaign/full"
 NOTES_VERDICT = "refs/notes/campaign/verdict"
+# `calibrate` appends here (on the accepted head): harness vs an outside clock, with the environment.
+NOTES_ENVIRONMENT = "refs/notes/campaign/environment"
 NOTES_GLOB = "refs/notes/campaign/*"
 
 VERDICT_FORMAT = 1
@@ -53,6 +55,13 @@ REASON_NOT_FASTER = "not_faster"
 REASON_WITHIN_NOISE = "within_noise"
 REASON_OVERFIT = "overfit"  # the gain does not transfer to the training-step probe
 REASON_MANUAL = "manual_override"
+REASON_BUILD_FAILED = "build_failed"
+REASON_TESTS_FAILED = "tests_failed"
+REASON_SUPERSEDED = "superseded"  # accepted here while a teammate accepted another round on the same head
+
+# Where a campaign measures: a checkout of the whole commit, or a minimal copy of its workspace paths.
+EXECUTION_REPO = "repo"
+EXECUTION_WORKSPACE = "workspace"
 
 # SNR thresholds in dB (DESIGN.md section 4); a manifest may only tighten them.
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}

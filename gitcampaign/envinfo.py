@@ -1,4 +1,5 @@
-"""The environment fingerprint recorded with every verdict, read in a child process.
+"""The environment recorded with every verdict: the fingerprint, read in a child process, and the
+GPU clocks the harness logged while it timed.
 
 The tool itself never imports torch (its bookkeeping stays fast); the probe runs under the same
 interpreter that runs the harness.
@@ -8,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 _PROBE = r"""
 import importlib.metadata as md, json, sys
@@ -42,10 +46,13 @@ print(json.dumps(info))
 
 
 def tool_env(cwd: Path | None = None) -> dict[str, str]:
-    """The environment for child commands: `python` resolves to the interpreter running the tool."""
+    """The environment for child commands: `python` resolves to the interpreter running the tool;
+    with `cwd` (a measured tree), that tree comes first on PYTHONPATH, ahead of any installed copy."""
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    if cwd is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -90,3 +97,37 @@ def _driver_version() -> str:
     except subprocess.TimeoutExpired:
         return "nvidia-smi timed out"
     return out.strip().splitlines()[0] if out.strip() else "unknown"
+
+
+# Written by the quick harness beside each CSV (its CLOCK_LOG_SUFFIX): one record per timed window.
+CLOCK_LOG_GLOB = "*.clocks.json"
+
+
+def clock_records(directory: Path) -> dict[str, dict[str, object]]:
+    """What the GPU ran at while a measurement's figures were timed, per shape and phase over all
+    the harness runs under `directory`: SM clock (least, median, greatest of the windows' medians),
+    median power, hottest temperature, and how many windows drifted. Empty without NVML records."""
+    windows: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(directory.rglob(CLOCK_LOG_GLOB)):
+        try:
+            records = json.loads(path.read_text()).get("windows", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        for record in records:
+            if isinstance(record, dict) and isinstance(record.get("sm_mhz"), dict):
+                windows.setdefault(str(record.get("what")), []).append(record)
+    summary: dict[str, dict[str, object]] = {}
+    for what, records in windows.items():
+        clocks = sorted(float(r["sm_mhz"]["median"]) for r in records)
+        power = sorted(float(r.get("power_w", {}).get("median", math.nan)) for r in records)
+        summary[what] = {
+            "windows": len(records),
+            "sm_mhz": [clocks[0], statistics.median(clocks), clocks[-1]],
+            "power_w": statistics.median(power),
+            "temp_c_max": max(float(r.get("temp_c", {}).get("max", math.nan)) for r in records),
+            "drifted": sum(1 for r in records if r.get("clock_moved", 0.0) > CLOCK_DRIFT_WARN),
+        }
+    return summary
+
+
+CLOCK_DRIFT_WARN = 0.03  # the harness's CLOCK_MOVED_WARN (a test keeps them equal)

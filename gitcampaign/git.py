@@ -7,9 +7,11 @@ Ref moves are compare-and-swap (`update-ref REF NEW OLD`); notes are written ver
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -276,6 +278,21 @@ def diff_stat(repo: Repo, old: str, new: str) -> str:
     return repo.git.diff("--stat", old, new)
 
 
+def diff_text(repo: Repo, old: str, new: str) -> str:
+    """The patch from `old` to `new`, newline-exact (GitPython would strip its last newline)."""
+    return repo.git.diff("--no-color", "--no-ext-diff", old, new, strip_newline_in_stdout=False)
+
+
+def top_level_entries(repo: Repo, commit: str) -> dict[str, str]:
+    """Name -> object id of each entry at the root of `commit`'s tree (`git ls-tree`)."""
+    entries = {}
+    for line in repo.git.ls_tree("-z", commit).split("\0"):
+        if line:
+            info, name = line.split("\t", 1)
+            entries[name] = info.split()[2]
+    return entries
+
+
 def commit_message(repo: Repo, commit: str) -> str:
     return repo.git.log("-1", "--format=%B", commit)
 
@@ -292,6 +309,31 @@ def add_worktree(repo: Repo, path: Path, commit: str) -> None:
     """A detached worktree of `commit` at `path`, replacing a stale one left by a killed run."""
     remove_worktree(repo, path)
     repo.git.worktree("add", "--detach", "-f", str(path), commit)
+
+
+def export_paths(repo: Repo, commit: str, paths: list[str], dest: Path) -> None:
+    """A plain copy of `paths` as `commit` holds them at `dest` (workspace mode's minimal tree);
+    `git archive` reads the object store, so the user's index and work tree are never touched."""
+    remove_worktree(repo, dest)
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(root(repo)), "archive", "--format=tar", commit, "--", *paths],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except subprocess.CalledProcessError as exc:
+        raise CampaignError(
+            f"cannot copy the workspace {', '.join(paths)} of {commit[:12]}: {exc.stderr.decode().strip()}",
+            "every workspace path must be committed; fix the paths with a new campaign (init --workspace)",
+        ) from exc
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="tar")
+
+
+def tree_listing(repo: Repo, commit: str, paths: list[str] | None = None) -> str:
+    """`ls-tree -r`: mode, blob id and path of every file (under `paths`): the sources' identity."""
+    return repo.git.ls_tree("-r", commit, "--", *(paths or []))
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
@@ -335,3 +377,88 @@ def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
 
 def git_version() -> str:
     return ".".join(str(part) for part in git.Git().version_info)
+
+
+# -- remotes, bundles and notes merges (push/pull/export/import) -----------------------------------
+
+
+def remotes(repo: Repo) -> list[str]:
+    return repo.git.remote().split()
+
+
+def fetch(repo: Repo, source: str, refspecs: list[str]) -> None:
+    """Fetch `refspecs` from a remote or a bundle file; `--prune` keeps the tracking refs a mirror."""
+    try:
+        repo.git.fetch("--quiet", "--no-tags", "--prune", "--no-write-fetch-head", source, *refspecs)
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"cannot fetch from {source}: {exc.stderr.strip()}",
+            "check the remote's name and that you can reach it (`git remote -v`, `git fetch`)",
+        ) from exc
+
+
+def push_with_leases(repo: Repo, remote: str, updates: dict[str, tuple[str, str | None]]) -> None:
+    """Push {remote ref: (new object, value seen there or None for absent)} in one atomic push.
+
+    Each ref carries `--force-with-lease=REF:SEEN`, so the push fails as a whole when anyone moved
+    any of them since we looked; nothing newer on the other side is ever overwritten.
+    """
+    leases = [f"--force-with-lease={ref}:{seen or ''}" for ref, (_, seen) in updates.items()]
+    refspecs = [f"{new}:{ref}" for ref, (new, _) in updates.items()]
+    try:
+        repo.git.push("--quiet", "--atomic", "--no-verify", *leases, remote, *refspecs)
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"{remote} refused the push (someone pushed to the campaign since it was fetched): "
+            f"{exc.stderr.strip()}",
+            "run `git campaign pull` to merge what they pushed, then `git campaign push` again",
+        ) from exc
+
+
+def notes_tree(repo: Repo, blobs: dict[str, str]) -> str:
+    """A notes tree for {annotated object: note blob}: one entry per object, no fan-out (git reads
+    any fan-out, and rewrites its own when it next adds a note)."""
+    listing = "".join(f"100644 blob {blob}\t{target}\n" for target, blob in sorted(blobs.items()))
+    return _git(repo, "mktree", stdin=listing.encode())
+
+
+def commit_tree_parents(repo: Repo, tree: str, parents: list[str], message: str) -> str:
+    args = [arg for parent in parents for arg in ("-p", parent)]
+    return _git(repo, "commit-tree", tree, *args, "-F", "-", stdin=message.encode())
+
+
+def bundle_create(repo: Repo, path: Path, refs: list[str], exclude: list[str]) -> None:
+    """A bundle holding `refs` and the objects they reach, minus what `exclude` reaches."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        _git(repo, "bundle", "create", "--quiet", str(scratch), *refs, *(f"^{sha}" for sha in exclude))
+    except subprocess.CalledProcessError as exc:
+        scratch.unlink(missing_ok=True)
+        raise CampaignError(f"git bundle create failed: {exc.stderr.decode().strip()}") from exc
+    scratch.replace(path)  # a reader never sees half a bundle
+
+
+def bundle_heads(repo: Repo, path: Path) -> dict[str, str]:
+    """{ref: object} of a bundle, after checking that this repository has its prerequisites."""
+    try:
+        _git(repo, "bundle", "verify", "--quiet", str(path))
+    except subprocess.CalledProcessError as exc:
+        raise CampaignError(
+            f"{path} cannot be imported here: {exc.stderr.decode().strip()}",
+            "import into a clone of the project the campaign ran on (`git fetch` its history first)",
+        ) from exc
+    out = _git(repo, "bundle", "list-heads", str(path))
+    pairs = (line.split(" ", 1) for line in out.splitlines() if line)
+    return {name: sha for sha, name in pairs}
+
+
+def notes_at(repo: Repo, notes_commit: str) -> dict[str, str]:
+    """{annotated object: note blob} of a notes commit that need not be under refs/notes/ (`git notes`
+    only reads refs there); fan-out directories ("ab/cdef...") are joined back into the object id."""
+    out = repo.git.ls_tree("-r", "--full-tree", notes_commit)
+    found = {}
+    for line in out.splitlines():
+        meta, path = line.split("\t", 1)
+        found[path.replace("/", "")] = meta.split()[2]
+    return found

@@ -46,7 +46,10 @@ def _key_deltas(decision: dict[str, Any] | None, top: int = 2) -> str:
     ratios.sort(key=lambda item: -abs(item[1] - 1))
     if not ratios:
         failing = [label for label, v in shapes.items() if v.get("check") not in (None, C.CHECK_PASS)]
-        return ("FAIL: " + ", ".join(failing)) if failing else ""
+        # Rejected before any measurement (build_failed, tests_failed, a gate): its reasons say why.
+        return (
+            ("FAIL: " + ", ".join(failing)) if failing else ", ".join((decision or {}).get("reasons") or [])
+        )
     return ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in ratios[:top])
 
 

@@ -52,10 +52,16 @@ class Manifest:
     min_gain: float = 0.01
     pairs: int = 3
     harness_timeout_s: int = 1800
+    # Optional, so campaigns written before them still read: build each measured tree, and the
+    # acceptance suite REPORT runs; in workspace mode, the paths the minimal copy holds.
+    build_command: str = ""
+    acceptance_command: str = ""
+    workspace: list[str] = field(default_factory=list)
     csv_header: str | None = None
     csv_header_sha256: str | None = None
     protected_paths: dict[str, str | None] = field(default_factory=dict)
     noise_floor: NoiseFloor | None = None
+    executor: dict[str, Any] | None = None  # where the harness runs (gitcampaign.executor)
     format: int = MANIFEST_FORMAT
 
     @property
@@ -101,10 +107,14 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "min_gain": (int, float),
     "pairs": int,
     "harness_timeout_s": int,
+    "build_command": str,
+    "acceptance_command": str,
+    "workspace": list,
     "csv_header": (str, type(None)),
     "csv_header_sha256": (str, type(None)),
     "protected_paths": dict,
     "noise_floor": (dict, type(None)),
+    "executor": (dict, type(None)),
     "format": int,
 }
 
@@ -137,6 +147,16 @@ def parse_manifest(text: bytes | str, source: str) -> Manifest:
         )
     if data["primary_metric"] not in (C.METRIC_FORWARD, C.METRIC_STEP, C.METRIC_GBS, C.METRIC_BWD_GBS):
         raise CampaignError(f"{source}: primary_metric {data['primary_metric']!r} is unknown", hint)
+    if data["execution_mode"] not in (C.EXECUTION_REPO, C.EXECUTION_WORKSPACE):
+        raise CampaignError(
+            f"{source}: execution_mode {data['execution_mode']!r} is not repo or workspace", hint
+        )
+    if not all(isinstance(path, str) and path for path in data.get("workspace", [])):
+        raise CampaignError(f"{source}: workspace must be a list of repository paths", hint)
+    if (data["execution_mode"] == C.EXECUTION_WORKSPACE) != bool(data.get("workspace")):
+        raise CampaignError(
+            f"{source}: workspace paths are given exactly when execution_mode is workspace", hint
+        )
     if data["pairs"] < 1 or data["max_iterations"] < 1:
         raise CampaignError(f"{source}: pairs and max_iterations must be at least 1", hint)
     noise = data.get("noise_floor")
@@ -157,10 +177,14 @@ def _required(name: str) -> bool:
         "min_gain",
         "pairs",
         "harness_timeout_s",
+        "build_command",
+        "acceptance_command",
+        "workspace",
         "csv_header",
         "csv_header_sha256",
         "protected_paths",
         "noise_floor",
+        "executor",
         "format",
     )
 

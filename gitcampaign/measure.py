@@ -3,6 +3,7 @@ from their own git worktrees (B A A B ...) so that drift between runs cancels in
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import signal
@@ -15,10 +16,12 @@ from pathlib import Path
 
 from git import Repo
 
+from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.decision import PairSample
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
+from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
 
@@ -34,15 +37,26 @@ class HarnessJob:
     frozen_header: str | None
 
 
-def run_quick(worktree: Path, job: HarnessJob, out_csv: Path) -> BenchTable:
-    """Run `quick_command --summary-csv PATH --shapes-file PATH.yaml` in `worktree`, read its CSV."""
+def run_quick(
+    worktree: Path,
+    job: HarnessJob,
+    out_csv: Path,
+    progress: Progress | None = None,
+    what: str = "harness run",
+) -> BenchTable:
+    """Run `quick_command --summary-csv PATH --shapes-file PATH.yaml` in `worktree`, read its CSV;
+    `progress` hears of the run as `what` ("pair 2/3, candidate")."""
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     shapes_file = out_csv.with_suffix(".shapes.yaml")
     shapes_file.write_text(dump_shapes(job.shapes))
     log_path = out_csv.with_suffix(".log")
     out_csv.unlink(missing_ok=True)
     command = f"{job.command} --summary-csv {shlex.quote(str(out_csv))} --shapes-file {shlex.quote(str(shapes_file))}"
-    code = run_logged(command, worktree, log_path, job.timeout_s, "quick command")
+    labels = [shape.label for shape in job.shapes]
+    with (progress or Progress.silent()).harness_run(what, labels, log_path):
+        code = run_logged(
+            command, worktree, log_path, job.timeout_s, "quick command", triton_cache_env(worktree)
+        )
     if code not in (0, 1):
         meaning = "no GPU for a GPU-only op" if code == 2 else "it crashed"
         raise CampaignError(
@@ -55,12 +69,33 @@ def run_quick(worktree: Path, job: HarnessJob, out_csv: Path) -> BenchTable:
             f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(log_path)}",
             "the harness must write --summary-csv; run it by hand to see why",
         )
-    labels = [shape.label for shape in job.shapes]
     return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header)
 
 
-def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: str) -> int:
-    """Run a shell command with its output in `log_path`; a hang is killed with its whole group."""
+def triton_cache_env(worktree: Path) -> dict[str, str]:
+    """Triton's compiled kernels and autotune results, shared by every process that measures the
+    tree checked out in `worktree`.
+
+    One cache directory per content of the tree outside `campaigns/` (whose manifest and report are
+    bookkeeping, not code): the processes of one side of a validation, and the incumbent across
+    validations, reuse what the first compiled and tuned, while a candidate that changed any file
+    starts from an empty cache, never from the incumbent's tuning. Triton's own keys (the
+    @triton.jit source, the config list, the tuning key) would miss a change outside the jitted
+    function, such as a launcher's grid or a heuristic, and reuse timings that no longer hold.
+    """
+    repo = g.open_repo(worktree)
+    code = {name: sha for name, sha in g.top_level_entries(repo, "HEAD").items() if name != C.CAMPAIGNS_DIR}
+    key = hashlib.sha256(repr(sorted(code.items())).encode()).hexdigest()[:40]
+    cache = g.common_dir(repo).resolve() / "campaign" / "triton-cache" / key
+    return {"TRITON_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}
+
+
+def run_logged(
+    command: str, cwd: Path, log_path: Path, timeout_s: float, what: str, env: dict[str, str] | None = None
+) -> int:
+    """Run a shell command with its output in `log_path` (`env` on top of the tool's environment);
+    a hang is killed with its whole group. `cwd` comes first on PYTHONPATH, so Python imports the
+    tree being measured (see tool_env)."""
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command,
@@ -68,7 +103,7 @@ def run_logged(command: str, cwd: Path, log_path: Path, timeout_s: float, what: 
             cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=tool_env(),
+            env={**tool_env(cwd), **(env or {})},
             start_new_session=True,
         )
         try:
@@ -100,7 +135,12 @@ class PairResult:
 
 
 def interleaved(
-    worktrees: dict[str, Path], job: HarnessJob, pairs: int, scratch: Path, stop_on_failure: bool
+    worktrees: dict[str, Path],
+    job: HarnessJob,
+    pairs: int,
+    scratch: Path,
+    stop_on_failure: bool,
+    progress: Progress | None = None,
 ) -> list[PairResult]:
     """`pairs` pairs of processes, alternating which side goes first (B A A B ...).
 
@@ -112,7 +152,13 @@ def interleaved(
         order = (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE)
         tables: dict[str, BenchTable] = {}
         for role in order:
-            tables[role] = run_quick(worktrees[role], job, scratch / f"pair{index}-{role}.csv")
+            tables[role] = run_quick(
+                worktrees[role],
+                job,
+                scratch / f"pair{index}-{role}.csv",
+                progress,
+                f"pair {index + 1}/{pairs}, {role}",
+            )
             if stop_on_failure and role == CANDIDATE and not all(row.passed for row in tables[role].rows):
                 return [*results, PairResult(tables[CANDIDATE], tables.get(INCUMBENT))]
         results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
@@ -120,13 +166,19 @@ def interleaved(
 
 
 @contextmanager
-def worktrees(repo: Repo, campaign: str, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
-    """One detached worktree per role, under the common git dir; removed afterwards."""
+def worktrees(
+    repo: Repo, campaign: str, commits: dict[str, str], only: list[str] | None = None
+) -> Iterator[dict[str, Path]]:
+    """One detached worktree per role, under the common git dir; removed afterwards. With `only`
+    (workspace mode), a minimal copy of those paths instead of a checkout of the whole commit."""
     base = g.common_dir(repo) / "campaign" / "worktrees" / campaign
     paths = {role: base / role for role in commits}
     try:
         for role, commit in commits.items():
-            g.add_worktree(repo, paths[role], commit)
+            if only:
+                g.export_paths(repo, commit, only, paths[role])
+            else:
+                g.add_worktree(repo, paths[role], commit)
         yield paths
     finally:
         for path in paths.values():

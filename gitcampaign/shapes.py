@@ -15,9 +15,11 @@ import yaml
 
 from gitcampaign.errors import CampaignError
 
-# Token distributions over the experts of one rank (HANDOFF.md: skewed loads are representative).
-DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
-SKEWED_DISTRIBUTIONS = ("top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
+# The MoE token distributions belong to the harness, which owns the routing (DESIGN.md section 4);
+# the tool only names them.
+from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, SKEWED_DISTRIBUTIONS
+
+__all__ = ["DISTRIBUTIONS", "SKEWED_DISTRIBUTIONS", "Shape", "dump_shapes", "load_shapes", "preset"]
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,6 @@ import torch
 import triton
 import triton.language as tl
 
-from gitcampaign.shapes import DISTRIBUTIONS
 from kernels._common import backend, pick_configs
 from kernels._common import matmul_config as _config
 
@@ -295,7 +294,7 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -
     if group_sizes.dim() != 1 or group_sizes.shape[0] != b.shape[0]:
         raise ValueError(
             f"group_sizes must be 1-D with one entry per group (G = {b.shape[0]}), got shape "
-            f"{tuple(group_sizes.shape)}; build it with make_group_sizes or "
+            f"{tuple(group_sizes.shape)}; build it with "
             "torch.bincount(expert_ids, minlength=G)"
         )
     if group_sizes.dtype != torch.int64:
@@ -452,79 +451,3 @@ def grouped_gemm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) ->
         return _torch_grouped_gemm(a, b, group_sizes)
     result: torch.Tensor = _GroupedGemm.apply(a, b, group_sizes)
     return result
-
-
-# Spread of the router's logits for the capacity-factor distributions: softmax(0.5 * N(0, 1)) gives a
-# busiest expert ~1.5-2.5x the mean load for 8-32 experts, like a router trained with a balance loss.
-_ROUTER_LOGIT_STD = 0.5
-
-
-def _round_to_total(shares: torch.Tensor, total: int) -> torch.Tensor:
-    """Integer counts proportional to non-negative `shares` that sum exactly to `total`
-    (largest-remainder rounding)."""
-    exact = shares / shares.sum() * total
-    counts = exact.floor()
-    short = total - int(counts.sum())
-    counts[torch.argsort(exact - counts, descending=True)[:short]] += 1
-    return counts.to(torch.int64)
-
-
-def _random_shares(count: int, generator: torch.Generator | None) -> torch.Tensor:
-    """Random positive weights for `count` experts (a lognormal spread, never a zero weight)."""
-    logits = torch.randn(count, generator=generator, dtype=torch.float64)
-    return torch.softmax(logits * _ROUTER_LOGIT_STD, dim=0)
-
-
-def _capacity_limited(shares: torch.Tensor, total: int, capacity_factor: float) -> torch.Tensor:
-    """Rows per expert after a capacity-limited router drops overflow tokens.
-
-    Routing R rows with routed shares p gives expert e min(p_e R, C) rows, capacity C =
-    capacity_factor * R / G. The GEMM sees only kept rows and the caller fixes their number, so R is
-    solved from Σ min(p_e R, C) = total: R = total / Σ min(p_e, cf / G). Busy experts therefore sit
-    at capacity and the rest keep their routed share. top_k only changes how many tokens make the R
-    rows, not this expected per-expert share, so it does not appear here.
-    """
-    groups = shares.shape[0]
-    kept = torch.minimum(shares, torch.full_like(shares, capacity_factor / groups))
-    return _round_to_total(kept, total)
-
-
-def make_group_sizes(
-    dist: str,
-    total: int,
-    groups: int,
-    generator: torch.Generator | None = None,
-    device: torch.device | str = "cpu",
-) -> torch.Tensor:
-    """G int64 row counts summing exactly to `total`, for a distribution of `gitcampaign.shapes`.
-
-    uniform      as equal as possible (the first total % G experts get one row more)
-    top2_cf1.0   routed shares softmax(0.5 * N(0, 1)), capped at capacity factor 1.0 (`_capacity_limited`)
-    top1_cf1.25  the same with capacity factor 1.25
-    hot_half     one random expert holds ceil(total / 2) rows, the others split the rest at random
-    empty_one    one random expert holds 0 rows, the others split all rows at random
-    Randomness comes from `generator`, so each repeat of a benchmark gets a fresh routing.
-    """
-    if dist not in DISTRIBUTIONS:
-        raise ValueError(f"unknown distribution {dist!r}; use one of {', '.join(DISTRIBUTIONS)}")
-    if groups < 1 or total < 0:
-        raise ValueError(f"need groups >= 1 and total >= 0, got groups={groups}, total={total}")
-    if dist == "empty_one" and groups < 2 and total > 0:
-        raise ValueError("empty_one needs at least 2 groups: one stays empty, another takes the rows")
-    if dist == "uniform":
-        sizes = torch.full((groups,), total // groups, dtype=torch.int64)
-        sizes[: total % groups] += 1
-    elif dist in ("top2_cf1.0", "top1_cf1.25"):
-        capacity_factor = 1.0 if dist == "top2_cf1.0" else 1.25
-        sizes = _capacity_limited(_random_shares(groups, generator), total, capacity_factor)
-    else:
-        chosen = int(torch.randint(groups, (1,), generator=generator))
-        others = [g for g in range(groups) if g != chosen]
-        chosen_rows = (total + 1) // 2 if dist == "hot_half" else 0
-        sizes = torch.zeros(groups, dtype=torch.int64)
-        sizes[chosen] = chosen_rows
-        if others:
-            sizes[others] = _round_to_total(_random_shares(len(others), generator), total - chosen_rows)
-        else:
-            sizes[chosen] = total
-    return sizes.to(device)

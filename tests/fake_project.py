@@ -13,8 +13,11 @@ from pathlib import Path
 
 from gitcampaign.constants import GEMM_HEADER
 
+# CORRECT decides the harness's Check on the benchmark shapes; EDGE_CASES_OK the focused test
+# (K tails, M = 1: the cases the benchmark shapes do not cover), so either gate can fail alone.
 KERNEL = """SPEED = {speed}
 CORRECT = {correct}
+EDGE_CASES_OK = {edge_cases_ok}
 """
 
 HARNESS = r"""
@@ -69,10 +72,10 @@ def make_project(root: Path, speed: float = 100.0) -> Path:
     """A committed repo with kernel.py, bench.py, a shape file and a test that checks CORRECT."""
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
-    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=True))
+    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=True, edge_cases_ok=True))
     (root / "bench.py").write_text(HARNESS)
     (root / "shapes.yaml").write_text(SHAPES)
-    (root / "test_kernel.py").write_text("import kernel\nassert kernel.CORRECT\n")
+    (root / "test_kernel.py").write_text("import kernel\nassert kernel.EDGE_CASES_OK, 'edge cases fail'\n")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "kernel project")
     return root
@@ -101,5 +104,5 @@ def init_args(name: str = "demo") -> list[str]:
     ]
 
 
-def set_kernel(root: Path, speed: float, correct: bool = True) -> None:
-    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=correct))
+def set_kernel(root: Path, speed: float, correct: bool = True, edge_cases_ok: bool = True) -> None:
+    (root / "kernel.py").write_text(KERNEL.format(speed=speed, correct=correct, edge_cases_ok=edge_cases_ok))

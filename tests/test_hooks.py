@@ -116,6 +116,18 @@ def test_pre_commit_blocks_when_the_tests_fail_and_shows_their_output(campaign_r
     assert "test_command failed (exit 1)" in text
 
 
+def test_pre_commit_builds_before_the_tests(campaign_repo: Path) -> None:
+    """A compiled project's tests need its build: the hook runs build_command first, in place."""
+    git(campaign_repo, "checkout", "-q", "campaign/demo/main")
+    manifest = campaign_repo / "campaigns" / "demo" / "manifest.yaml"
+    manifest.write_text(manifest.read_text() + "build_command: echo ok > verdict.txt\n")
+    git(campaign_repo, "commit", "-q", "-am", "campaign demo: a build command")
+    git(campaign_repo, "checkout", "-q", "campaign/demo/round-2")
+    (campaign_repo / "verdict.txt").write_text("broken\n")  # what only the build repairs
+    code, text = run_pre_commit(campaign_repo)
+    assert code == 0, text
+
+
 def test_pre_commit_uses_the_accepted_manifest_not_the_rounds_copy(campaign_repo: Path) -> None:
     """A round cannot switch its own gate off by editing the manifest."""
     (campaign_repo / "verdict.txt").write_text("broken\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,7 +113,7 @@ def run_harness(
         shapes_path.write_text(yaml.safe_dump(shapes, sort_keys=False))
         shape_args = ["--shapes-file", str(shapes_path)]
     child_env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
-    # The real kernels import gitcampaign (shape distributions); a campaign has it installed.
+    # This checkout first on the path, whatever else is installed (the harness imports no gitcampaign).
     child_env["PYTHONPATH"] = str(REPO_ROOT)
     child_env.update(env or {})
     process = subprocess.run(
@@ -220,6 +221,7 @@ def test_placeholders_left_in_are_refused(tmp_path: Path) -> None:
     ("shapes", "args", "message"),
     [
         ([{"label": "s", "M": 8, "N": 8, "K": 8}], ["--repeats", "0"], "--repeats must be at least 1"),
+        ([{"label": "s", "M": 8, "N": 8, "K": 8}], ["--window-s", "-1"], "--window-s must be between"),
         (None, [], "--shapes-file"),  # required argument missing: 3, not argparse's 2
         ([{"label": "s", "M": 8, "N": 8, "K": 8, "min_snr_db": 10}], [], "may only tighten"),
         ([{"label": "s", "M": 8, "K": 8}], [], "has no 'N'"),
@@ -397,6 +399,49 @@ def gemm(a, b):
 """
 
 
+# A kernel that pays 30 ms for inputs it has not seen, keyed on tensor identity (the object kept
+# alive, so an id is never recycled) and on the address and version of the data.
+FAKE_IDENTITY_CACHE = """
+import time
+
+_seen = {}
+
+
+def gemm(a, b):
+    keys = [("id", id(a), id(b)), ("ptr", a.data_ptr(), b.data_ptr(), a._version, b._version)]
+    if not any(key in _seen for key in keys):
+        time.sleep(0.03)
+    for key in keys:
+        _seen[key] = (a, b)
+    return a @ b.T
+"""
+
+
+@CPU_ONLY
+def test_an_identity_cache_gains_nothing_in_the_timed_calls(tmp_path: Path) -> None:
+    """Every timed call gets inputs the op has never seen: a cache keyed on identity, address or
+    version never hits, so the figure includes the miss cost on every call."""
+    harness = harness_repo(tmp_path / "repo", "gemm", "triton", {"gemm.py": FAKE_IDENTITY_CACHE})
+    process, csv_text = run_harness(
+        harness, [{"label": "cached", "M": 64, "N": 64, "K": 64}], "--repeats", "4", "--forward-only"
+    )
+    assert csv_text is not None, process.stderr
+    assert float(rows(csv_text)[0]["Forward Time (ms)"]) >= 30.0, csv_text
+
+
+def test_clock_drift_is_judged_on_thirds_not_on_the_swings() -> None:
+    """Under the power limit the clock hunts; only a drift between the window's start and end warns."""
+    hunting = [(1500.0 + (150.0 if i % 2 else -150.0), 690.0, 60.0) for i in range(30)]
+    drifting = [(1600.0 - 10.0 * i, 690.0, 60.0) for i in range(30)]
+    window = qtb.Window("x forward", 100, 2, 600.0, 1.0, True, hunting)
+    assert window.clock_moved < qtb.CLOCK_MOVED_WARN
+    window.samples = drifting
+    assert window.clock_moved > qtb.CLOCK_MOVED_WARN
+    assert window.summary()["sm_mhz"] == {"min": 1310.0, "median": 1455.0, "max": 1600.0}
+    window.samples = []
+    assert window.clock_moved == 0.0 and "no clock record" in window.describe()
+
+
 @GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["triton", "torch"])
@@ -416,7 +461,10 @@ def test_every_op_passes_on_the_gpu(tmp_path: Path, op: str, preset_name: str, b
     """Events, L2 flush, allocator poisoning, bf16 and exact quantisation on real hardware."""
     harness = harness_repo(tmp_path / "repo", op, backend)
     shapes = tiny_shapes(preset_name)
-    process, csv_text = run_harness(harness, shapes, "--repeats", "3", "--iters-per-repeat", "2")
+    # No pre-roll, short windows: this test is about the checks, BENCHMARKS.md about the timing.
+    process, csv_text = run_harness(
+        harness, shapes, "--repeats", "3", "--iters-per-repeat", "2", "--preroll-s", "0", "--window-s", "0"
+    )
     assert process.returncode == 0, process.stderr
     assert "clock: CUDA events" in process.stderr
     assert csv_text is not None
@@ -441,7 +489,9 @@ def test_an_address_keyed_cache_fails_on_the_gpu(tmp_path: Path) -> None:
     )
     assert process.returncode == 1, process.stderr
     assert csv_text is not None and rows(csv_text)[0]["Check"] == "FAIL"
-    assert "cached: FAIL: out_snr" in process.stderr
+    # Which metric shows the stale answer depends on where the allocator puts the checked inputs;
+    # the backward of this fake is wrong whatever the address.
+    assert re.search(r"cached: FAIL: (out|da|db)_snr", process.stderr), process.stderr
 
 
 @pytest.mark.parametrize("granularity", ["rowwise", "blockwise"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, steps, verdict
+from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.decision import PairSample, noise_floor
@@ -17,12 +19,11 @@ from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
     HarnessJob,
-    interleaved,
     run_dir,
-    run_quick,
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, aggregate
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
 
@@ -75,7 +76,15 @@ def choose_representative(
     return [s.label for s in shapes if s.label in chosen]
 
 
-def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = None) -> BaselineResult:
+def baseline(
+    repo_path: Path,
+    campaign_name: str | None,
+    pairs: int | None = None,
+    gpus: str | None = None,
+    executor: str | None = None,
+    progress: Progress | None = None,
+) -> BaselineResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -86,13 +95,21 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 f"campaign {campaign.name} already has its baseline",
                 "start rounds with `git campaign round -m ...`",
             )
+        plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         g.checkout(repo, campaign.main_branch)
         head = campaign.accepted_head()
         shapes = manifest.shapes()
         scratch = run_dir(repo, campaign.name, "baseline")
-        with worktrees(repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}) as trees:
+        with worktrees(
+            repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}, steps.measured_paths(manifest)
+        ) as trees:
+            prepared = steps.prepare_baseline(
+                repo, manifest, trees, head, scratch, manifest.harness_timeout_s
+            )
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
-            full = run_quick(trees[INCUMBENT], full_job, scratch / "full.csv")
+            with progress.phase("full validation", runs=1):
+                measured_full = ex.measure(plan, trees, full_job, 0, scratch, progress=progress)
+            full = measured_full.pairs[0].candidate
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
             quick_job = HarnessJob(
@@ -101,12 +118,29 @@ def baseline(repo_path: Path, campaign_name: str | None, pairs: int | None = Non
                 manifest.harness_timeout_s,
                 full.header,
             )
-            aa_pairs = interleaved(trees, quick_job, pairs or manifest.pairs, scratch, stop_on_failure=False)
+            aa_count = pairs or manifest.pairs
+            with progress.phase("A/A noise floor", runs=2 * aa_count):
+                measured_aa = ex.measure(
+                    plan, trees, quick_job, aa_count, scratch, stop_on_failure=False, progress=progress
+                )
+            aa_pairs = measured_aa.pairs
         aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
         noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})
+        devices = (
+            {"full": measured_full.devices, "quick": measured_aa.devices} if measured_full.devices else None
+        )
         return _record(
-            campaign, manifest, head, full, aa_pairs[0].candidate, representative, noise, aa_samples
+            campaign,
+            manifest,
+            head,
+            full,
+            aa_pairs[0].candidate,
+            representative,
+            noise,
+            aa_samples,
+            prepared,
+            devices,
         )
 
 
@@ -119,6 +153,8 @@ def _record(
     representative: list[str],
     noise: NoiseFloor,
     aa_samples: list[PairSample],
+    prepared: dict[str, Any],
+    devices: dict[str, dict[str, dict[str, str]]] | None = None,
 ) -> BaselineResult:
     repo = campaign.repo
     manifest.csv_header = full.header
@@ -149,11 +185,13 @@ def _record(
         "shapes": {
             row.label: {"check": row.check, "value": row.metric(manifest.primary_metric)} for row in full.rows
         },
+        **({"devices": devices} if devices else {}),
         "environment": envinfo.fingerprint(),
         "harness_sha256": {path: sha for path, sha in manifest.protected_paths.items()},
         "csv_schema_sha256": manifest.csv_header_sha256,
         "measured_commit": head,
         "tree": repo.git.rev_parse(f"{head}^{{tree}}"),
+        **prepared,
     }
     message = (
         f"campaign {campaign.name}: baseline (round 1)\n\n{manifest.primary_metric}: {value:.6g} (geomean of PASS shapes)\n"

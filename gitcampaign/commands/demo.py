@@ -1,9 +1,13 @@
-"""`git campaign demo [DIR]`: the whole loop on a scratch repo holding our GEMM kernel.
+"""`git campaign demo [DIR]`: the whole loop on a scratch repo holding a Triton GEMM.
 
 init → prepare → baseline → three scripted rounds → report, then the lineage as `git log` shows it.
-The rounds are real edits of `kernels/gemm.py`: one that helps (bigger, autotuned tiles), one
-planted slower (tiny tiles), one planted wrong (the K loop skips its last tile) that the Check gate
-must reject. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, Llama shapes.
+The scratch project is the demo's own package data (`gitcampaign/demo/`): a frozen starting kernel
+with small tiles, its focused test, the CPU shapes, and the scripted rounds (`rounds.yaml`): one that
+helps (bigger, autotuned tiles), one planted slower (tiny tiles), one planted wrong (the K loop skips
+its last tile), committed past the hooks, that validate's test gate must reject before measuring it.
+None of it follows the project's own kernels/gemm.py, so the demo keeps working while campaigns
+change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, Llama
+shapes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import kernels
+import yaml
+
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign
@@ -28,74 +33,41 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, log_table
+from gitcampaign.progress import Progress
 
 NAME = "gemm-demo"
-KERNEL = "kernels/gemm.py"
+DEMO_DATA = Path(__file__).resolve().parents[1] / "demo"
+PROJECT_DIRS = ("kernels", "tests")  # copied from DEMO_DATA into the scratch repo
+CPU_SHAPES = "shapes-cpu.yaml"
 
-# The starting point: one small tile everywhere, so there is something to win.
-_ORIGINAL_CPU = "_CPU_CONFIG = _config(64, 64, 64, 4, 1)"
-_ORIGINAL_CONFIGS = "configs=pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV),"
-_SMALL_CPU = "_CPU_CONFIG = _config(32, 32, 32, 4, 1)"
-_SMALL_CONFIGS = "configs=pick_configs([_config(64, 64, 32, 4, 2)], _CPU_CONFIG, CONFIG_ENV),"
-_TINY_CPU = "_CPU_CONFIG = _config(32, 32, 32, 2, 1)"
-_TINY_CONFIGS = "configs=pick_configs([_config(32, 32, 32, 2, 1)], _CPU_CONFIG, CONFIG_ENV),"
-_K_LOOP = "for k in range(0, tl.cdiv(K, BLOCK_K)):"
-_K_LOOP_SHORT = "for k in range(0, tl.cdiv(K, BLOCK_K) - 1):"
 
-# Small odd shapes for the interpreter (~1 GFLOP/s): K=96 is not a multiple of 64, M=1 is a row.
-DEMO_SHAPES_CPU = """- {label: sq-128, M: 128, N: 128, K: 128}
-- {label: odd-96, M: 96, N: 160, K: 96}
-- {label: wide-64, M: 64, N: 256, K: 128}
-- {label: row-1, M: 1, N: 128, K: 192}
-"""
-
-CHECK_SCRIPT = '''"""Focused correctness check of kernels.gemm (the campaign's test command; the pre-commit hook runs it)."""
-import os
-
-import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-from kernels.gemm import gemm  # noqa: E402
-
-device = "cuda" if torch.cuda.is_available() else "cpu"
-dtype = torch.bfloat16 if device == "cuda" else torch.float16  # bf16 is wrong in the interpreter
-generator = torch.Generator(device).manual_seed(0)
-for m, n, k in [(64, 96, 160), (1, 64, 64), (130, 70, 200)]:  # K tails, M=1, ragged edges
-    a = torch.randn(m, k, device=device, dtype=dtype, generator=generator, requires_grad=True)
-    b = torch.randn(n, k, device=device, dtype=dtype, generator=generator, requires_grad=True)
-    out = gemm(a, b)
-    ref = a.double() @ b.double().T
-    snr = 10 * torch.log10(ref.pow(2).sum() / (ref - out.double()).pow(2).sum())
-    assert snr > 40, f"gemm {m}x{n}x{k}: SNR {snr:.1f} dB < 40 dB"
-print("gemm check: PASS")
-'''
+@dataclass(frozen=True)
+class Edit:
+    file: str
+    old: str
+    new: str
 
 
 @dataclass(frozen=True)
 class ScriptedRound:
     hypothesis: str
     change: str
-    edits: tuple[tuple[str, str], ...]
+    edits: tuple[Edit, ...]
+    no_verify: bool = False  # commit past the hooks, to show that validate re-runs every gate
 
 
-ROUNDS = (
-    ScriptedRound(
-        "Bigger tiles with the autotuned Hopper config list amortise loads over more MMA work",
-        "restore 64-wide CPU tiles and the full sm90 autotune list",
-        ((_SMALL_CPU, _ORIGINAL_CPU), (_SMALL_CONFIGS, _ORIGINAL_CONFIGS)),
-    ),
-    ScriptedRound(
-        "Small tiles raise occupancy (planted: slower)",
-        "32-wide CPU tiles, one 32x32 GPU config",
-        ((_ORIGINAL_CPU, _TINY_CPU), (_ORIGINAL_CONFIGS, _TINY_CONFIGS)),
-    ),
-    ScriptedRound(
-        "Skip the K tail: fewer loads per tile (planted: wrong)",
-        "the K loop stops one tile early",
-        ((_K_LOOP, _K_LOOP_SHORT),),
-    ),
-)
+def scripted_rounds() -> tuple[ScriptedRound, ...]:
+    """The rounds of `rounds.yaml`, in order."""
+    entries = yaml.safe_load((DEMO_DATA / "rounds.yaml").read_text())
+    return tuple(
+        ScriptedRound(
+            entry["hypothesis"],
+            entry["change"],
+            tuple(Edit(**edit) for edit in entry["edits"]),
+            bool(entry.get("no_verify", False)),
+        )
+        for entry in entries
+    )
 
 
 def _has_cuda() -> bool:
@@ -103,15 +75,16 @@ def _has_cuda() -> bool:
     return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
-def _edit(path: Path, edits: tuple[tuple[str, str], ...]) -> None:
-    text = path.read_text()
-    for old, new in edits:
-        if text.count(old) != 1:
+def apply_edits(root: Path, edits: tuple[Edit, ...]) -> None:
+    for edit in edits:
+        path = root / edit.file
+        text = path.read_text()
+        if text.count(edit.old) != 1:
             raise CampaignError(
-                f"demo: {path.name} no longer contains {old!r} once", "update gitcampaign/commands/demo.py"
+                f"demo: {edit.file} does not contain {edit.old!r} exactly once",
+                "a scripted round builds on the one before it; fix gitcampaign/demo/rounds.yaml",
             )
-        text = text.replace(old, new)
-    path.write_text(text)
+        path.write_text(text.replace(edit.old, edit.new))
 
 
 def _git(root: Path, *args: str) -> str:
@@ -127,18 +100,13 @@ def _git(root: Path, *args: str) -> str:
 def _scratch_repo(root: Path, gpu: bool) -> str:
     if root.exists() and any(root.iterdir()):
         raise CampaignError(f"demo directory {root} is not empty", "pass a new or empty directory, or none")
-    source = Path(kernels.__file__).parent
-    (root / "kernels").mkdir(parents=True)
-    for name in ("__init__.py", "_common.py", "gemm.py"):
-        shutil.copy(source / name, root / "kernels" / name)
-    _edit(root / KERNEL, ((_ORIGINAL_CPU, _SMALL_CPU), (_ORIGINAL_CONFIGS, _SMALL_CONFIGS)))
-    (root / "tests").mkdir()
-    (root / "tests" / "check_gemm.py").write_text(CHECK_SCRIPT)
+    for name in PROJECT_DIRS:
+        shutil.copytree(DEMO_DATA / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "README.md").write_text("Scratch project of `git campaign demo`: a plain Triton GEMM.\n")
     shapes = "llama3.1-8b:mbs=1"
     if not gpu:
-        (root / "demo_shapes.yaml").write_text(DEMO_SHAPES_CPU)
-        shapes = "demo_shapes.yaml"
+        shutil.copy(DEMO_DATA / CPU_SHAPES, root / CPU_SHAPES)
+        shapes = CPU_SHAPES
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", ".")
     _git(
@@ -155,7 +123,10 @@ def _scratch_repo(root: Path, gpu: bool) -> str:
     return shapes
 
 
-def demo(root: Path, rounds: int = 3, echo: Callable[[str], None] = print) -> None:
+def demo(
+    root: Path, rounds: int = 3, echo: Callable[[str], None] = print, progress: Progress | None = None
+) -> None:
+    progress = progress or Progress.silent()
     if importlib.util.find_spec("triton") is None:
         raise CampaignError("the demo needs triton", "pip install triton (the CPU interpreter is enough)")
     gpu = _has_cuda()
@@ -185,28 +156,25 @@ def demo(root: Path, rounds: int = 3, echo: Callable[[str], None] = print) -> No
     echo("DEFINE_TARGET: campaign initialised (git campaign init)")
     prepared = prepare(root, NAME)
     echo("PREPARE_ENVIRONMENT: " + "; ".join(prepared.actions))
-    result = baseline(root, NAME)
+    result = baseline(root, NAME, progress=progress)
     echo(
         f"BASELINE: {result.aggregate:.4g} {C.METRIC_STEP}; representative {', '.join(result.representative)}; "
         f"noise floor {100 * result.noise.aggregate:.1f}%"
     )
-    for number, scripted in enumerate(ROUNDS[:rounds], start=2):
+    for number, scripted in enumerate(scripted_rounds()[:rounds], start=2):
         open_round(root, NAME, scripted.hypothesis)
-        _edit(root / KERNEL, scripted.edits)
-        _git(
-            root,
-            "commit",
-            "-q",
-            "-am",
-            f"{scripted.change}\n\nHypothesis: {scripted.hypothesis}\nChange: {scripted.change}\n",
-        )
-        outcome = validate(root, NAME)
+        apply_edits(root, scripted.edits)
+        message = f"{scripted.change}\n\nHypothesis: {scripted.hypothesis}\nChange: {scripted.change}\n"
+        _git(root, "commit", "-q", "-a", *(["--no-verify"] if scripted.no_verify else []), "-m", message)
+        if scripted.no_verify:
+            echo(f"ROUND {number}: committed with --no-verify (the focused test fails on it)")
+        outcome = validate(root, NAME, progress=progress)
         echo(
             f"ROUND {number}: {scripted.hypothesis}\n  -> {outcome.decision}"
             + (f" ({', '.join(outcome.reasons)})" if outcome.reasons else "")
             + (f", ratio {outcome.ratio:.3f}" if outcome.ratio == outcome.ratio else "")
         )
-    final = report(root, NAME)
+    final = report(root, NAME, progress=progress)
     echo(
         f"REPORT: {final.path} committed; final/baseline {final.ratio:.3f}x ({'; '.join(final.termination)})"
     )

@@ -139,6 +139,10 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
     test_command = _manifest_value(repo, current, "test_command")
     if not test_command:
         return 0, "\n".join([*report, f"campaign {current.campaign}: no test_command; tests not run"])
+    # A compiled project's tests need its build: in place here, as validate builds each worktree.
+    build_command = _manifest_value(repo, current, "build_command")
+    if build_command:
+        test_command = f"{build_command} && {test_command}"
     completed = subprocess.run(
         test_command,
         shell=True,

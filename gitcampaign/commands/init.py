@@ -35,6 +35,10 @@ class InitOptions:
     pairs: int = 3
     min_gain: float = 0.01
     timeout_s: int = 1800
+    build_command: str = ""
+    acceptance_command: str | None = None  # None: the project's full test suite (see default_acceptance)
+    execution_mode: str = C.EXECUTION_REPO
+    workspace: tuple[str, ...] = ()
 
 
 def configure_notes(repo_path: Path) -> None:
@@ -87,6 +91,49 @@ def protected_paths(
     return sorted(set(paths))
 
 
+PYTEST_CONFIGS = (
+    ("pytest.ini", ""),
+    ("pyproject.toml", "[tool.pytest"),
+    ("setup.cfg", "[tool:pytest]"),
+    ("tox.ini", "[pytest]"),
+)
+
+
+def default_acceptance(repo_root: Path, test_command: str) -> str:
+    """The project's full test suite: pytest when the project configures it or keeps test_*.py files
+    under tests/ or test/; otherwise the focused test command, the only suite known."""
+    for name, marker in PYTEST_CONFIGS:
+        path = repo_root / name
+        if path.is_file() and marker in path.read_text(errors="replace"):
+            return "python -m pytest -q"
+    if any(any((repo_root / folder).glob("**/test_*.py")) for folder in ("tests", "test")):
+        return "python -m pytest -q"
+    return test_command
+
+
+def workspace_paths(repo_root: Path, mode: str, given: tuple[str, ...], commands: list[str]) -> list[str]:
+    """Workspace mode: the given paths plus every repository file the commands name, all committed."""
+    if mode not in (C.EXECUTION_REPO, C.EXECUTION_WORKSPACE):
+        raise CampaignError(f"--execution-mode {mode!r} is not repo or workspace", "pick one of the two")
+    if mode == C.EXECUTION_REPO:
+        if given:
+            raise CampaignError(
+                "--workspace needs --execution-mode workspace", "add --execution-mode workspace"
+            )
+        return []
+    if not given:
+        raise CampaignError(
+            "workspace mode needs the paths of the minimal copy",
+            "list the kernel sources, the harness and the build files: --workspace src/kernel --workspace setup.py",
+        )
+    for path in given:
+        if not (repo_root / path).exists() or Path(path).is_absolute():
+            raise CampaignError(
+                f"--workspace {path}: no such path in the repository", "pass paths relative to its root"
+            )
+    return protected_paths(repo_root, commands, None, tuple(path.rstrip("/") for path in given))
+
+
 def init(repo_path: Path, options: InitOptions) -> str:
     """Create the campaign; returns the commit that holds the manifest."""
     name = check_name(options.name)
@@ -128,7 +175,20 @@ def init(repo_path: Path, options: InitOptions) -> str:
     benchmark_command = options.benchmark_command or (
         f"python benchmarks/full_bench.py --op {options.op} --shapes {options.shapes}" if info else ""
     )
-    protected = protected_paths(root, [test_command, quick_command], harness, options.protect)
+    acceptance_command = (
+        default_acceptance(root, test_command)
+        if options.acceptance_command is None
+        else options.acceptance_command
+    )
+    workspace = workspace_paths(
+        root,
+        options.execution_mode,
+        options.workspace,
+        [options.build_command, test_command, quick_command, acceptance_command],
+    )
+    protected = protected_paths(
+        root, [test_command, quick_command, acceptance_command], harness, options.protect
+    )
     if probe.startswith(f"python {folder}/train_probe.py"):
         protected = sorted({*protected, f"{folder}/train_probe.py"})
     manifest = Manifest(
@@ -137,7 +197,7 @@ def init(repo_path: Path, options: InitOptions) -> str:
         target_backend=options.backend,
         target_lang="triton" if options.backend == "triton" else options.backend,
         target_gpu=options.gpu,
-        execution_mode="repo",
+        execution_mode=options.execution_mode,
         project_skill="gitcampaign",
         performance_target=_parse_target(options.target),
         primary_metric=metric,
@@ -155,6 +215,9 @@ def init(repo_path: Path, options: InitOptions) -> str:
         min_gain=options.min_gain,
         pairs=options.pairs,
         harness_timeout_s=options.timeout_s,
+        build_command=options.build_command,
+        acceptance_command=acceptance_command,
+        workspace=workspace,
         protected_paths={path: None for path in protected},
     )
     commit = g.commit_files(

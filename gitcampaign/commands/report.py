@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, plot, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -39,6 +39,7 @@ from gitcampaign.measure import (
     samples,
     worktrees,
 )
+from gitcampaign.progress import Progress
 
 
 @dataclass
@@ -48,6 +49,9 @@ class ReportResult:
     ratio: float
     ci: tuple[float, float]
     termination: list[str]
+    acceptance: str = "none"  # passed, failed (recorded with --force) or none (no acceptance command)
+    clean_diff: bool = True
+    warnings: list[str] = field(default_factory=list)
 
 
 def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) -> list[str]:
@@ -72,8 +76,13 @@ def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) 
 
 
 def report(
-    repo_path: Path, campaign_name: str | None, force: bool = False, pairs: int | None = None
+    repo_path: Path,
+    campaign_name: str | None,
+    force: bool = False,
+    pairs: int | None = None,
+    progress: Progress | None = None,
 ) -> ReportResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
@@ -100,10 +109,36 @@ def report(
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
         job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, manifest.csv_header)
-        with worktrees(repo, campaign.name, {INCUMBENT: base_commit, CANDIDATE: head}) as trees:
-            results = interleaved(
-                trees, job, pairs or manifest.pairs, run_dir(repo, campaign.name, "report"), False
+        diff = steps.final_diff(
+            repo,
+            campaign.name,
+            manifest.git_commit,
+            head,
+            {row.commit: row.round for row in rows if row.status == STATUS_ACCEPTED and row.commit},
+            {row.commit for row in rows if row.status == STATUS_REJECTED and row.commit},
+        )
+        if not diff.clean and not force:
+            raise CampaignError(
+                diff.statement(campaign.name) + " No report was committed.",
+                "roll those commits back on the accepted line, or record it with `git campaign report --force`",
             )
+        scratch = run_dir(repo, campaign.name, "report")
+        commits = {INCUMBENT: base_commit, CANDIDATE: head}
+        count = pairs or manifest.pairs
+        with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
+            built = steps.build_all(repo, manifest, trees, commits, scratch, manifest.harness_timeout_s)
+            suite = steps.acceptance(
+                repo, manifest, head, trees[CANDIDATE], scratch, manifest.harness_timeout_s
+            )
+            if suite is not None and not suite.passed and not force:
+                raise CampaignError(
+                    f"the acceptance suite failed on the final accepted head {head[:12]}; no report was committed\n"
+                    + "\n".join(suite.failure_notes()),
+                    "fix it in a new round (`git campaign round -m ...`), or record the failure with"
+                    " `git campaign report --force`",
+                )
+            with progress.phase("final full validation", runs=2 * count):
+                results = interleaved(trees, job, count, scratch, False, progress)
         final = results[0].candidate
         passing = [
             label
@@ -119,10 +154,18 @@ def report(
         )
         per_shape = _per_shape(results, manifest.primary_metric, labels, stats.shape_ratios if stats else {})
         environment = envinfo.fingerprint()
-        markdown = _markdown(
-            campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit
-        )
         folder = C.campaign_dir(campaign.name)
+        files: dict[str, bytes] = {}
+        warnings = []
+        if plot.available():
+            ratios = {label: v["ratio"] for label, v in per_shape.items() if isinstance(v["ratio"], float)}
+            files[f"{folder}/{C.REPORT_PLOT_FILE}"] = plot.report_plot(campaign, ratios)
+        else:
+            warnings.append(f"{C.REPORT_PLOT_FILE} not drawn: matplotlib is missing; {plot.INSTALL_HINT}")
+        markdown = _markdown(
+            campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit, bool(files)
+        ) + "\n".join(steps.report_section(suite, diff, campaign.name))
+        files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = {
             "campaign": campaign.name,
             "round": None,
@@ -135,14 +178,14 @@ def report(
             "final_commit": head,
             "shapes": per_shape,
             "environment": environment,
+            **built,
+            "acceptance": suite.to_json() if suite else None,
+            "final_diff": diff.to_json(),
         }
         commit = g.commit_files(
             repo,
             campaign.main_branch,
-            {
-                f"{folder}/{C.REPORT_FILE}": markdown.encode(),
-                f"{folder}/{C.REPORT_PLOT_FILE}": _svg(rows).encode(),
-            },
+            files,
             f"campaign {campaign.name}: report\n\n" + "\n".join(reached) + "\n",
             notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(document)},
         )
@@ -152,6 +195,9 @@ def report(
             stats.ratio if stats else math.nan,
             stats.ci if stats else (math.nan, math.nan),
             reached,
+            "none" if suite is None else "passed" if suite.passed else "failed",
+            diff.clean,
+            warnings,
         )
 
 
@@ -186,6 +232,7 @@ def _markdown(
     environment: dict[str, object],
     head: str,
     base_commit: str,
+    plotted: bool,
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
     accepted = [row for row in rounds if row.status == STATUS_ACCEPTED]
@@ -275,36 +322,6 @@ def _markdown(
             or ["- none"]
         ),
         "",
-        f"![speedup per round]({C.REPORT_PLOT_FILE})",
-        "",
+        *([f"![speedup per round and per-shape ratios]({C.REPORT_PLOT_FILE})", ""] if plotted else []),
     ]
     return "\n".join(lines)
-
-
-def _svg(rows: list[LineageRow]) -> str:
-    """Cumulative speedup after each round: accepted rounds as a line, rejected ones as crosses."""
-    points = [(row.round, row.vs_baseline, row.status) for row in rows if row.vs_baseline]
-    width, height, pad = 480, 240, 40
-    top = max([1.05, *(value for _, value, _ in points)])
-    low = min([0.95, *(value for _, value, _ in points)])
-    last = max([2, *(number for number, _, _ in points)])
-
-    def xy(number: int, value: float) -> tuple[float, float]:
-        x = pad + (number - 1) / max(last - 1, 1) * (width - 2 * pad)
-        y = height - pad - (value - low) / (top - low) * (height - 2 * pad)
-        return round(x, 1), round(y, 1)
-
-    line = " ".join(
-        f"{x},{y}" for x, y in (xy(n, v) for n, v, s in points if s in ("baseline", STATUS_ACCEPTED))
-    )
-    crosses = "".join(
-        f'<text x="{x}" y="{y}" font-size="12" text-anchor="middle" fill="#c33">x</text>'
-        for x, y in (xy(n, v) for n, v, s in points if s == STATUS_REJECTED)
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">'
-        f'<rect width="100%" height="100%" fill="white"/>'
-        f'<polyline points="{line}" fill="none" stroke="#236" stroke-width="2"/>{crosses}'
-        f'<text x="{pad}" y="20" font-size="12">speedup vs baseline per round ({low:.2f}x to {top:.2f}x)</text>'
-        "</svg>\n"
-    )

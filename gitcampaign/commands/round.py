@@ -28,7 +28,14 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         g.require_clean(repo, "open a round")
         campaign.require_baseline()
         _, rounds = campaign.lineage()
-        unfinished = [r for r in rounds if r.status in (STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)]
+        # One hypothesis at a time per person: a round pulled from a teammate (no description here,
+        # `open_round` writes one) does not block this clone from opening the next number.
+        unfinished = [
+            r
+            for r in rounds
+            if r.status in (STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)
+            and g.config_get(repo, f"branch.{campaign.round_branch(r.number)}.description") is not None
+        ]
         if unfinished:
             current = unfinished[-1]
             raise CampaignError(

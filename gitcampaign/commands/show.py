@@ -7,6 +7,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
+from gitcampaign import sync, verdict
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.errors import CampaignError
 
@@ -39,6 +40,11 @@ def show(repo_path: Path, campaign_name: str | None, number: int) -> tuple[str, 
     for title, raw in (("quick CSV (bench note)", bench), ("full CSV", full), ("verdict", verdict_raw)):
         if raw is not None:
             parts += ["", f"{title}:", raw.decode(errors="replace").rstrip("\n")]
+    conflicts = sync.conflicting_decisions(verdict.parse_stream(verdict_raw))
+    if conflicts:
+        parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
+        parts += [f"  {doc['decision']} written {doc.get('written', '?')}" for doc in conflicts]
+        parts.append(f"  settle it with `git campaign accept {number}` or `git campaign rollback {number}`")
     data = {
         "round": number,
         "commit": commit,
@@ -47,5 +53,6 @@ def show(repo_path: Path, campaign_name: str | None, number: int) -> tuple[str, 
         "bench_csv": bench.decode() if bench else None,
         "full_csv": full.decode() if full else None,
         "verdict": verdict_raw.decode() if verdict_raw else None,
+        "conflicting_decisions": [doc["decision"] for doc in conflicts],
     }
     return "\n".join(parts), data

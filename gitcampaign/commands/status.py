@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
+from gitcampaign import sync
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
     STATUS_EMPTY,
@@ -19,9 +20,12 @@ from gitcampaign.commands.report import termination
 from gitcampaign.lineage import LineageRow, lineage_rows
 
 
-def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, Any]]:
+def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> tuple[str, dict[str, Any]]:
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
+    if fetch:  # refresh what each remote holds (only the tracking refs move)
+        for remote in g.remotes(repo):
+            sync.fetch(repo, campaign.name, remote, sync.tracking_label(remote))
     manifest = campaign.manifest()
     _, rows = lineage_rows(campaign)
     rounds = [row for row in rows if row.round >= 2]
@@ -45,6 +49,7 @@ def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, A
         "max_iterations": manifest.max_iterations,
         "termination": reached,
         "next": _next_step(manifest.csv_header is not None, rounds),
+        "remotes": sync.remote_standing(repo, campaign.name),
     }
     lines = [
         f"campaign {campaign.name}: {manifest.target_op} ({manifest.target_backend}), {manifest.primary_metric}"
@@ -60,6 +65,7 @@ def status(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, A
     if data["speedup"]:
         lines.append(f"speedup over baseline: {data['speedup']:.3f}x")
     lines.append("termination: " + (", ".join(reached) if reached else "none reached"))
+    lines += [sync.describe_standing(remote, states) for remote, states in data["remotes"].items()]
     lines.append(f"next: {data['next']}")
     return "\n".join(lines), data
 

@@ -17,7 +17,8 @@ from typing import Any
 from git import Repo
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, verdict
+from gitcampaign import envinfo, steps, verdict
+from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     STATUS_ACCEPTED,
@@ -37,12 +38,13 @@ from gitcampaign.measure import (
     INCUMBENT,
     HarnessJob,
     PairResult,
-    interleaved,
     run_dir,
     run_logged,
     samples,
+    triton_cache_env,
     worktrees,
 )
+from gitcampaign.progress import Progress
 from gitcampaign.results import aggregate
 
 PROBE_PAIRS = 2
@@ -166,11 +168,16 @@ def validate(
     pairs: int | None = None,
     probe: bool = True,
     timeout_s: int | None = None,
+    gpus: str | None = None,
+    executor: str | None = None,
+    progress: Progress | None = None,
 ) -> ValidateResult:
+    progress = progress or Progress.silent()
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
     with g.campaign_lock(repo, campaign.name):
         manifest = campaign.require_baseline()
+        plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         incumbent = campaign.accepted_head()
         current = current_round(campaign)
         g.require_clean(repo, "validate")
@@ -186,7 +193,16 @@ def validate(
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
         shapes = manifest.shapes() if full else manifest.representative()
-        gates = gate_findings(repo, manifest, incumbent, commit)
+        unmeasured = steps.outside_workspace(repo, manifest, incumbent, commit)
+        if unmeasured:
+            raise CampaignError(
+                f"round {current.number} changes {', '.join(unmeasured[:5])}, outside the workspace copy"
+                f" ({', '.join(manifest.workspace)}): its measurement would not see the change",
+                "keep the round's change inside the workspace (amend the commit), or start a campaign whose"
+                " --workspace holds that path",
+            )
+        with progress.phase("gates"):
+            gates = gate_findings(repo, manifest, incumbent, commit)
         started = verdict.now()
         document: dict[str, Any] = {
             "campaign": campaign.name,
@@ -225,6 +241,8 @@ def validate(
                 probe,
                 result,
                 document,
+                progress,
+                plan,
             )
         document.update(
             decision=result.decision,
@@ -285,20 +303,32 @@ def _measure(
     probe: bool,
     result: ValidateResult,
     document: dict[str, Any],
-) -> bytes:
-    """Measure sessions until the rules decide; fills `result`, returns the candidate CSV to note."""
+    progress: Progress,
+    plan: ex.Plan | None = None,
+) -> bytes | None:
+    """Build, test, then measure sessions until the rules decide; fills `result`, returns the
+    candidate CSV to note (None when the candidate failed its build or tests: nothing measured)."""
     metric = manifest.primary_metric
     labels = [shape.label for shape in job.shapes]
     scratch = run_dir(campaign.repo, campaign.name, f"round-{result.round}")
     all_samples: list[PairSample] = []
     first: PairResult | None = None
-    with worktrees(campaign.repo, campaign.name, commits) as trees:
+    with worktrees(campaign.repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
+        with progress.phase("build and tests"):
+            ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
+        document.update(ready.record)
+        if ready.reason is not None:
+            result.reasons, result.notes = [ready.reason], ready.notes
+            return None
         session = 0
         while True:
             session += 1
-            pair_results = interleaved(
-                trees, job, pairs or manifest.pairs, scratch / f"s{session}", stop_on_failure=True
-            )
+            count = pairs or manifest.pairs
+            with progress.phase(f"measurement session {session}", runs=2 * count):
+                measured = ex.measure(plan, trees, job, count, scratch / f"s{session}", progress=progress)
+            pair_results = measured.pairs
+            if measured.devices:
+                document["devices"] = measured.devices
             first = first or pair_results[0]
             failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
             if failing:
@@ -333,8 +363,12 @@ def _measure(
         document["samples"] = [
             {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in all_samples
         ]
-        if probe and manifest.probe_command and result.decision in C.ACCEPTED:
-            _probe(trees, manifest, scratch, result, document)
+        on_cluster = plan is not None and plan.config.kind == ex.SLURM
+        if probe and manifest.probe_command and result.decision in C.ACCEPTED and on_cluster:
+            result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
+        elif probe and manifest.probe_command and result.decision in C.ACCEPTED:
+            with progress.phase("training probe", runs=2 * PROBE_PAIRS):
+                _probe(trees, manifest, scratch, result, document, progress)
     return first.candidate.raw
 
 
@@ -344,6 +378,7 @@ def _probe(
     scratch: Path,
     result: ValidateResult,
     document: dict[str, Any],
+    progress: Progress,
 ) -> None:
     """Training-step transfer, a gate: a few optimiser steps on the op, incumbent and candidate
     interleaved on the same seed. A candidate slower there, or whose loss leaves the incumbent's
@@ -352,13 +387,17 @@ def _probe(
     for index in range(PROBE_PAIRS):
         for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
             out = scratch / f"probe{index}-{role}.json"
-            code = run_logged(
-                f"{manifest.probe_command} --json {out}",
-                trees[role],
-                out.with_suffix(".log"),
-                manifest.harness_timeout_s,
-                "training probe",
-            )
+            with progress.harness_run(
+                f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], out.with_suffix(".log")
+            ):
+                code = run_logged(
+                    f"{manifest.probe_command} --json {out}",
+                    trees[role],
+                    out.with_suffix(".log"),
+                    manifest.harness_timeout_s,
+                    "training probe",
+                    triton_cache_env(trees[role]),
+                )
             # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
             if role == CANDIDATE and code == 1 and out.exists():
                 runs[role].append(json.loads(out.read_text()))

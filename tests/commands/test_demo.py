@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gitcampaign import constants as C
-from gitcampaign.commands.demo import NAME, demo
+from gitcampaign.commands.demo import DEMO_DATA, NAME, PROJECT_DIRS, apply_edits, demo, scripted_rounds
 
 
 def git(root: Path, *args: str) -> str:
@@ -34,7 +37,7 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert decisions[2][0] in C.ACCEPTED  # bigger tiles help
     assert decisions[2][2] is not None  # the training probe ran on the accepted round
     assert decisions[3][:2] == (C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION])  # planted slower
-    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])  # planted wrong
+    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_TESTS_FAILED])  # planted wrong: K tails
     main_log = git(root, "log", "--format=%s", C.main_branch(NAME))
     assert main_log.splitlines()[0] == f"campaign {NAME}: report"
     assert "Notes (campaign/bench)" in output  # the printed lineage carries the CSV notes
@@ -42,3 +45,28 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     assert "T3 max iterations" in report and "planted: wrong" in report
     assert (root / ".git" / "hooks" / "commit-msg").exists()
     assert git(root, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_the_demo_project_is_its_own_frozen_data(tmp_path: Path) -> None:
+    """The scripted rounds apply, in order, to the frozen starting kernel (not to kernels/gemm.py,
+    which campaigns change); its focused test passes at the start and catches the planted-wrong
+    round, which is therefore the one committed past the hooks."""
+    for name in PROJECT_DIRS:
+        shutil.copytree(DEMO_DATA / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    # No PYTHONPATH: the check must import the scratch checkout's kernels, not an installed copy.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "tests/check_gemm.py"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    assert check().returncode == 0, check().stderr
+    rounds = scripted_rounds()
+    assert len(rounds) == 3 and [r.no_verify for r in rounds] == [False, False, True]
+    for scripted in rounds:
+        apply_edits(tmp_path, scripted.edits)
+    failed = check()
+    assert failed.returncode != 0 and "SNR" in failed.stderr
+    kernel = (tmp_path / "kernels" / "gemm.py").read_text()
+    assert "tl.cdiv(K, BLOCK_K) - 1)" in kernel and "_config(32, 32, 32, 2, 1)" in kernel

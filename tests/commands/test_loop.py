@@ -217,6 +217,9 @@ def test_log_show_status_json_and_report(project: Path) -> None:
     assert result.ratio == pytest.approx(1.10, rel=1e-4)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "T3 max iterations" in markdown and "slower" in markdown and "| s-large" in markdown
+    svg = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
+    assert "speedup over baseline (x)" in svg and "final / baseline (x)" in svg  # matplotlib's two panels
+    assert f"]({C.REPORT_PLOT_FILE})" in markdown
     assert git(project, "notes", "--ref", C.NOTES_FULL, "show", C.main_branch(NAME)).startswith(C.GEMM_HEADER)
 
 
@@ -241,6 +244,10 @@ def test_cli_wiring(project: Path) -> None:
         "demo",
         "lint",
         "hooks",
+        "next",
+        "plot",
+        "mcp",
+        "completion",
     ]:
         assert verb in runner.invoke(cli, ["-h"]).output
     assert main(["-C", str(project), "show", "9"]) == 1  # user error -> exit 1

@@ -55,7 +55,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def faster_round(root: Path, hypothesis: str, probe_lines: str) -> str:
     open_round(root, None, hypothesis)
-    (root / "kernel.py").write_text(f"SPEED = 130\nCORRECT = True\n{probe_lines}")
+    (root / "kernel.py").write_text(f"SPEED = 130\nCORRECT = True\nEDGE_CASES_OK = True\n{probe_lines}")
     git(root, "commit", "-q", "-am", f"Hypothesis: {hypothesis}\nChange: faster")
     return git(root, "rev-parse", "HEAD").strip()
 

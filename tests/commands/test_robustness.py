@@ -10,6 +10,7 @@ import pytest
 from git.exc import GitCommandError
 
 from gitcampaign import constants as C
+from gitcampaign import executor as executor_module
 from gitcampaign import git as g
 from gitcampaign.campaign import STATUS_PENDING, Campaign
 from gitcampaign.commands import validate as validate_module
@@ -134,7 +135,7 @@ def test_killed_while_measuring_leaves_the_round_open(project: Path, monkeypatch
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(validate_module, "interleaved", killed)
+    monkeypatch.setattr(executor_module, "interleaved", killed)  # the shard runner calls it
     with pytest.raises(KeyboardInterrupt):
         validate(project, None)
     monkeypatch.undo()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gitcampaign.shapes import DISTRIBUTIONS
-from kernels.grouped_gemm import _capacity_limited, grouped_gemm, make_group_sizes
+from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limited, make_group_sizes
+from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import gpu, snr_db
 
 # SNR floors (dB): fp16/bf16 per DESIGN.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
@@ -216,10 +216,10 @@ def test_make_group_sizes_shapes_of_each_distribution() -> None:
 def test_capacity_limit_caps_busy_experts() -> None:
     # Shares 0.5/0.3/0.1/0.1 over 4 experts at cf 1.0: the two busy ones are capped at the same
     # count and the others keep their routed ratio to it (0.1 / 0.25); the sum stays exact.
-    sizes = _capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 7000, 1.0)
+    sizes = capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 7000, 1.0)
     assert sizes.tolist() == [2500, 2500, 1000, 1000]
     # At cf 1.25 only the 0.5 expert overflows its 0.3125 capacity.
-    sizes = _capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 8125, 1.25)
+    sizes = capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 8125, 1.25)
     assert sizes.tolist() == [3125, 3000, 1000, 1000]
 
 

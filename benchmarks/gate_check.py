@@ -1,0 +1,233 @@
+"""The measurements behind BENCHMARKS.md's "Does the gate agree with an outside clock?" section.
+
+    python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1]
+    python3 benchmarks/gate_check.py spread OUT [--processes 5]
+
+agreement: for each op, the harness and the independent back-to-back measurement
+(`python -m gitcampaign.crosscheck`, what `git campaign calibrate` runs) for the triton and the torch
+backend on the first N shapes (OP:N, default 2) of the op's preset; prints the agreement table
+(markdown), rewritten after each op.
+spread: the quick harness for gemm (triton) in --processes processes of one commit on --shapes shapes,
+each process's figures, the process-to-process spread and the A/A noise floor of consecutive pairs
+(`gitcampaign.decision.noise_floor`, as BASELINE computes it).
+Run from the repository root on the GPU machine; one pinned autotune config per kernel (as the
+issue's comparison), so that tuning time stays out of a 10-minute device call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gitcampaign.calibration import build_rows  # noqa: E402
+from gitcampaign.decision import PairSample, noise_floor  # noqa: E402
+from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
+
+PINNED = {
+    "KERNELS_GEMM_CONFIG": "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3",
+    "KERNELS_GROUPED_GEMM_CONFIG": "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3",
+    "KERNELS_GROUPED_GEMM_DB_CONFIG": "BLOCK_M=64,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=3",
+    "KERNELS_GEMM_FP8_CONFIG": "BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=4",
+}
+PRESETS = {
+    "gemm": "llama3.1-8b:mbs=1",
+    "gemm_fp8_tensorwise": "llama3.1-8b:mbs=1",
+    "gemm_fp8_rowwise": "llama3.1-8b:mbs=1",
+    "gemm_fp8_blockwise": "llama3.1-8b:mbs=1",
+    "grouped_gemm": "mixtral-8x7b:mbs=1",
+    "quantize_fp8_rowwise": "llama3.1-8b-quant:mbs=1",
+    "quantize_fp8_blockwise": "llama3.1-8b-quant:mbs=1",
+}
+# Which of the preset's shapes, in order: gate_up is the largest 8B linear, qkv a mid-size one.
+PICK = {"llama3.1-8b:mbs=1": [2, 0, 3, 1], "mixtral-8x7b:mbs=1": [0, 6], "llama3.1-8b-quant:mbs=1": [0, 1]}
+BACKENDS = ("triton", "torch")
+
+
+def harness_copy(op: str, backend: str) -> Path:
+    """campaigns/gate-OP/quick_test_bench.py, as `git campaign prepare` writes it."""
+    text = (ROOT / "gitcampaign" / "templates" / "quick_test_bench.py").read_text()
+    text = text.replace('OP = "__OP__"', f'OP = "{op}"').replace(
+        'BACKEND = "__BACKEND__"', f'BACKEND = "{backend}"'
+    )
+    path = ROOT / "campaigns" / f"gate-{op}" / "quick_test_bench.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def child_env() -> dict[str, str]:
+    return {**os.environ, **PINNED, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+
+def agreement(out: Path, ops: list[str], timeout_s: float) -> None:
+    lines = [
+        "| op | shape | phase | ours gate ms | ours b2b ms | dev | vendor gate ms | vendor b2b ms | dev "
+        "| ratio gate | ratio b2b | ratio dev | SM MHz ours gate/b2b, vendor gate/b2b |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary = []
+    for spec in ops:
+        op, _, count = spec.partition(":")
+        shapes = [preset(PRESETS[op])[index] for index in PICK[PRESETS[op]][: int(count or 2)]]
+        shapes_file = out / f"{op}.shapes.yaml"
+        shapes_file.write_text(dump_shapes(shapes))
+        harness = harness_copy(op, "triton")
+        records = {}
+        for backend in BACKENDS:
+            began = time.time()
+            command = [
+                sys.executable,
+                "-m",
+                "gitcampaign.crosscheck",
+                "--harness",
+                str(harness),
+                "--backend",
+                backend,
+                "--shapes-file",
+                str(shapes_file),
+                "--out",
+                str(out / op),
+            ]
+            with open(out / f"{op}-{backend}.log", "w") as log:
+                try:
+                    code = subprocess.run(
+                        command,
+                        cwd=ROOT,
+                        env=child_env(),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=timeout_s,
+                    ).returncode
+                except subprocess.TimeoutExpired:
+                    code = -1
+            print(f"== {op} {backend}: exit {code} in {time.time() - began:.0f} s", flush=True)
+            result = out / op / f"{backend}.json"
+            if code == 0 and result.exists():
+                records[backend] = json.loads(result.read_text())
+        if len(records) < 2:
+            continue
+        for row in build_rows(records["triton"], records["torch"]):
+            summary.append(row)
+            lines.append(
+                f"| {op} | {row.label} | {row.phase} | {row.ours_harness_ms:.4g} | {row.ours_b2b_ms:.4g} | "
+                f"{100 * row.ours_deviation:+.1f}% | {row.vendor_harness_ms:.4g} | {row.vendor_b2b_ms:.4g} | "
+                f"{100 * row.vendor_deviation:+.1f}% | {row.harness_ratio:.4f} | {row.b2b_ratio:.4f} | "
+                f"{100 * row.ratio_deviation:+.2f}% | {row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}, "
+                f"{row.vendor_harness_mhz:.0f}/{row.vendor_b2b_mhz:.0f} |"
+            )
+        for backend in BACKENDS:
+            for record in records[backend]:
+                if record["check"] != "PASS":
+                    lines.append(f"<!-- {op} {backend} {record['label']}: Check {record['check']} -->")
+        (out / "agreement.md").write_text("\n".join(lines) + "\n")
+    worst_shape = max(
+        (max(abs(r.ours_deviation), abs(r.vendor_deviation)) for r in summary), default=math.nan
+    )
+    worst_ratio = max((abs(r.ratio_deviation) for r in summary), default=math.nan)
+    lines.append(
+        f"\n{len(summary)} rows; worst per-shape deviation {100 * worst_shape:.2f}%, worst ratio deviation "
+        f"{100 * worst_ratio:.2f}%; all agree: {all(r.agrees() for r in summary) and bool(summary)}"
+    )
+    (out / "agreement.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def spread(out: Path, processes: int, shape_count: int, timeout_s: float) -> None:
+    harness = harness_copy("gemm", "triton")
+    shapes = [preset("llama3.1-8b:mbs=1")[index] for index in (2, 3)[:shape_count]]
+    shapes_file = out / "spread.shapes.yaml"
+    shapes_file.write_text(dump_shapes(shapes))
+    tables = []
+    for index in range(processes):
+        csv_path = out / f"spread{index + 1}.csv"
+        with open(out / f"spread{index + 1}.log", "w") as log:
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(harness),
+                    "--summary-csv",
+                    str(csv_path),
+                    "--shapes-file",
+                    str(shapes_file),
+                ],
+                cwd=ROOT,
+                env=child_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout_s,
+            )
+        header, *rows = csv_path.read_text().splitlines()
+        tables.append(
+            {row.split(",")[0]: dict(zip(header.split(","), row.split(","), strict=True)) for row in rows}
+        )
+    labels = [shape.label for shape in shapes]
+    lines = [
+        "| shape | metric | per process | mean | min - max | process-to-process CV |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label in labels:
+        for metric in ("Forward TFLOPS", "Backward TFLOPS", "step"):
+            values = [
+                step_tflops(table[label]) if metric == "step" else float(table[label][metric])
+                for table in tables
+            ]
+            mean = statistics.fmean(values)
+            lines.append(
+                f"| {label} | {metric} | {' / '.join(f'{v:.1f}' for v in values)} | {mean:.1f} | "
+                f"{min(values):.1f} - {max(values):.1f} | {100 * statistics.pstdev(values) / mean:.2f}% |"
+            )
+    pairs = [
+        PairSample(
+            incumbent={label: step_tflops(tables[i][label]) for label in labels},
+            candidate={label: step_tflops(tables[i + 1][label]) for label in labels},
+            session=0,
+        )
+        for i in range(0, len(tables) - 1, 2)
+    ]
+    aggregate, per_shape = noise_floor(pairs, labels)
+    lines.append(
+        f"\nA/A noise floor over {len(pairs)} pairs (processes 1/2, 3/4, ...; Combined Step TFLOPS): aggregate "
+        f"{100 * aggregate:.2f}%, "
+        + ", ".join(f"{label} {100 * value:.2f}%" for label, value in per_shape.items())
+    )
+    (out / "spread.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def step_tflops(row: dict[str, str]) -> float:
+    """Combined Step TFLOPS = 6MNK / (forward ms + backward ms)."""
+    work = 6.0 * int(row["M"]) * int(row["N"]) * int(row["K"])
+    return work / ((float(row["Forward Time (ms)"]) + float(row["Backward Time (ms)"])) * 1e-3) / 1e12
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=("agreement", "spread"))
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--ops", default=",".join(PRESETS))
+    parser.add_argument("--processes", type=int, default=5)
+    parser.add_argument("--shapes", type=int, default=2, help="spread: 8B gate_up, then down")
+    parser.add_argument("--timeout", type=float, default=150.0, help="seconds per child process")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(yaml.safe_dump({"argv": sys.argv, "started": time.strftime("%FT%TZ", time.gmtime())}), flush=True)
+    if args.stage == "agreement":
+        agreement(args.out, args.ops.split(","), args.timeout)
+    else:
+        spread(args.out, args.processes, args.shapes, args.timeout)
+
+
+if __name__ == "__main__":
+    main()

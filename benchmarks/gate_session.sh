@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU measurements behind BENCHMARKS.md's gate section, in one 10-minute device call:
+#   bash benchmarks/gate_session.sh OUT [STAGE...]      (default: every stage, in this order)
+# Stages: gemm (agreement, bf16 GEMM; stops the session when it produced no table), agreement (the
+# other ops), spread (five harness processes of one commit, A/A noise floor), calibrate (the shipped
+# `git campaign calibrate` on a scratch campaign), cachetest (the address-keyed-cache GPU test).
+# GATE_GEMM(_S), GATE_OPS, GATE_AGREEMENT_S, GATE_SPREAD_SHAPES and GATE_SPREAD_S narrow a session to fit what device time is left.
+# Each stage has a time limit, so the session ends inside the call and its files come back.
+set -uo pipefail
+out=$1
+shift
+stages=${*:-gemm agreement spread calibrate cachetest}
+work=/tmp/gate
+mkdir -p "$work" "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3
+gpu() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader; }
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+  python3 -c 'import sys, torch, triton, pynvml; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "nvidia-ml-py", getattr(pynvml, "__version__", "?"))'
+} 2>&1 | tee "$out/versions.txt"
+for stage in $stages; do
+  echo "== $stage $(date -u +%FT%TZ) GPU: $(gpu)"
+  case $stage in
+  gemm)
+    timeout "${GATE_GEMM_S:-110}" python3 benchmarks/gate_check.py agreement "$work/gemm" --ops "${GATE_GEMM:-gemm:2}" --timeout 60
+    grep -q "^| gemm" "$work/gemm/agreement.md" 2>/dev/null || { echo "no gemm table: stopping"; break; }
+    ;;
+  agreement)
+    ops=${GATE_OPS:-gemm_fp8_rowwise:1,grouped_gemm:2,quantize_fp8_rowwise:2,quantize_fp8_blockwise:2,gemm_fp8_tensorwise:1,gemm_fp8_blockwise:1}
+    timeout "${GATE_AGREEMENT_S:-290}" python3 benchmarks/gate_check.py agreement "$work/agreement" --timeout 60 --ops "$ops"
+    ;;
+  spread)
+    timeout "${GATE_SPREAD_S:-100}" python3 benchmarks/gate_check.py spread "$work/spread" --processes 5 --shapes "${GATE_SPREAD_SHAPES:-2}" --timeout 30
+    ;;
+  calibrate)
+    repo=$work/calibrate-repo
+    mkdir -p "$repo" && cp -r kernels "$repo/" && cd "$repo" || break
+    python3 -c 'from gitcampaign.shapes import preset, dump_shapes; print(dump_shapes(preset("llama3.1-8b:mbs=1")[2:3]), end="")' > shapes.yaml
+    git init -q -b main && git add . && git -c user.name=gate -c user.email=gate@x.invalid commit -qm kernels
+    git config user.name gate && git config user.email gate@x.invalid
+    python3 -m gitcampaign.cli init gate --op gemm --metric step --shapes shapes.yaml --test-command true >/dev/null &&
+      python3 -m gitcampaign.cli prepare --no-hooks >/dev/null &&
+      timeout 80 python3 -m gitcampaign.cli calibrate
+    echo "exit $?"
+    git log -1 --format=%H campaign/gate/main | xargs git notes --ref refs/notes/campaign/environment show > "$work/environment-note.yaml"
+    cd - >/dev/null
+    ;;
+  cachetest)
+    timeout 40 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_quick_harness.py -k address_keyed
+    ;;
+  esac
+done
+echo "== end $(date -u +%FT%TZ) GPU: $(gpu)"
+tar czf "$out/work.tgz" -C "$work" --exclude=calibrate-repo .

@@ -1,0 +1,138 @@
+"""`git campaign calibrate`: does the gate agree with an outside clock on this GPU?
+
+On the campaign's shapes, for our backend and the vendor's (`torch`), it runs the campaign's committed
+harness and, right after each shape in the same process, an independent back-to-back measurement
+(`gitcampaign.crosscheck`: triton's `do_bench`, CUDA events, L2 cleared between calls, median).
+The limits and the table are gitcampaign.calibration's.
+The table, the clocks and the environment are appended to the `refs/notes/campaign/environment`
+note of the accepted head.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gitcampaign import __version__, envinfo, measure, verdict
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, VENDOR_BACKEND, CalibrationRow, build_rows
+from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.errors import CampaignError
+from gitcampaign.shapes import dump_shapes
+
+
+@dataclass
+class CalibrateResult:
+    commit: str
+    backends: tuple[str, str]
+    rows: list[CalibrationRow]
+    environment: dict[str, object]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def agreed(self) -> bool:
+        return bool(self.rows) and all(row.agrees() for row in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "ours": self.backends[0],
+            "vendor": self.backends[1],
+            "limits": {"shape": SHAPE_LIMIT, "ratio": RATIO_LIMIT},
+            "agreed": self.agreed,
+            "rows": [row.to_json() for row in self.rows],
+            "warnings": self.warnings,
+            "environment": self.environment,
+        }
+
+
+def calibrate(
+    repo_path: Path, campaign_name: str | None, all_shapes: bool = False, forward_only: bool = False
+) -> CalibrateResult:
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, campaign_name))
+    with g.campaign_lock(repo, campaign.name):
+        manifest = campaign.manifest()
+        harness = f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"
+        if not manifest.quick_command.startswith(f"python {harness}"):
+            raise CampaignError(
+                f"calibrate needs the campaign's own harness, and the quick command is {manifest.quick_command!r}",
+                "calibrate your own harness by hand against triton.testing.do_bench",
+            )
+        head = campaign.accepted_head()
+        if g.read_file_at(repo, head, harness) is None:
+            raise CampaignError(
+                f"{harness} is not committed on {campaign.main_branch}", "run `git campaign prepare`"
+            )
+        shapes = (
+            manifest.shapes()
+            if all_shapes or not manifest.representative_shapes
+            else manifest.representative()
+        )
+        backends = (manifest.target_backend, VENDOR_BACKEND)
+        scratch = measure.run_dir(repo, campaign.name, "calibrate")
+        shapes_file = scratch / "shapes.yaml"
+        shapes_file.write_text(dump_shapes(shapes))
+        records: dict[str, list[dict[str, Any]]] = {}
+        with measure.worktrees(repo, campaign.name, {"calibrate": head}) as paths:
+            for backend in dict.fromkeys(backends):
+                command = " ".join(
+                    shlex.quote(part)
+                    for part in (
+                        sys.executable,
+                        "-m",
+                        "gitcampaign.crosscheck",
+                        "--harness",
+                        harness,
+                        "--backend",
+                        backend,
+                        "--shapes-file",
+                        str(shapes_file),
+                        "--out",
+                        str(scratch / backend),
+                        *(["--forward-only"] if forward_only else []),
+                    )
+                )
+                log = scratch / f"{backend}.log"
+                code = measure.run_logged(
+                    command, paths["calibrate"], log, 2 * manifest.harness_timeout_s, "calibration"
+                )
+                if code != 0:
+                    meaning = "no CUDA GPU is visible" if code == 2 else f"it exited {code}"
+                    raise CampaignError(
+                        f"the calibration of the {backend} backend failed ({meaning}); nothing was recorded\n"
+                        f"command: {command}\nlast lines of {log}:\n{measure.tail(log)}",
+                        "calibrate on the GPU the campaign measures on",
+                    )
+                records[backend] = json.loads((scratch / backend / f"{backend}.json").read_text())
+        result = CalibrateResult(
+            head, backends, build_rows(records[backends[0]], records[backends[1]]), envinfo.fingerprint()
+        )
+        for record in (r for backend_records in records.values() for r in backend_records):
+            if record["check"] != C.CHECK_PASS:
+                result.warnings.append(f"{record['label']}: the harness's Check is {record['check']}")
+            result.warnings += [
+                f"{record['label']} {phase}: the SM clock moved during the harness's timed window"
+                for phase, figures in record["harness"].items()
+                if figures.get("clock_moved")
+            ]
+        document = {"format": C.VERDICT_FORMAT, "kind": "calibration", "campaign": campaign.name}
+        document.update(
+            result.to_json(),
+            harness_clocks={backend: envinfo.clock_records(scratch / backend) for backend in records},
+            tool_version=__version__,
+            written=verdict.now(),
+        )
+        rendered = b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120).encode()
+        existing = g.read_note(repo, C.NOTES_ENVIRONMENT, head)
+        g.write_note(
+            repo, C.NOTES_ENVIRONMENT, head, (existing or b"") + rendered, replace=existing is not None
+        )
+        return result

@@ -1,0 +1,1 @@
+"""Pure-Triton kernels that gitcampaign optimises; `torch` backends are the vendor references."""

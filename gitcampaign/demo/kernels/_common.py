@@ -1,0 +1,54 @@
+"""What every op file shares: backend choice, interpreter detection, pinning one autotune config."""
+
+from __future__ import annotations
+
+import os
+
+import triton
+
+BACKENDS = ("triton", "torch")
+
+
+def backend(env_var: str) -> str:
+    """The backend an op runs on: `triton` (ours) unless `env_var` says `torch` (the vendor reference)."""
+    chosen = os.environ.get(env_var, "triton").strip().lower()
+    if chosen not in BACKENDS:
+        raise ValueError(f"{env_var}={chosen!r} is not a backend; set it to one of {', '.join(BACKENDS)}")
+    return chosen
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels on the CPU (TRITON_INTERPRET=1), where autotuning cannot time."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def parse_config(text: str, source: str = "config") -> triton.Config:
+    """`BLOCK_M=128,BLOCK_N=128,num_warps=8,num_stages=3` -> triton.Config."""
+    meta: dict[str, int] = {}
+    launch: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"{source}: {item!r} is not KEY=INT; example: BLOCK_M=64,num_warps=4")
+        (launch if key in ("num_warps", "num_stages", "num_ctas") else meta)[key.strip()] = int(value)
+    return triton.Config(meta, **launch)
+
+
+def pick_configs(
+    configs: list[triton.Config], cpu_config: triton.Config, pin_env: str
+) -> list[triton.Config]:
+    """The autotune list to use: the one config pinned in `pin_env` (reproducible benchmarks and
+    tests), else the CPU config in the interpreter (autotuning cannot time there), else all."""
+    pinned = os.environ.get(pin_env, "").strip()
+    if pinned:
+        return [parse_config(pinned, pin_env)]
+    if interpreting():
+        return [cpu_config]
+    return configs
+
+
+def matmul_config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> triton.Config:
+    """A tiled-matmul config: BLOCK_M x BLOCK_N output tile, BLOCK_K reduction step, GROUP_M swizzle."""
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
+    )

@@ -1,0 +1,269 @@
+"""`git campaign mcp`: the campaign loop as Model Context Protocol tools, over stdio.
+
+Each tool calls the same command function as the CLI verb of that name, so every rule holds as it
+does there: validate re-runs every gate, nothing here writes a file of the work tree or the manifest
+(edits reach a round only through the agent's own `git commit`, which the gates then judge), and
+`accept` refuses what the CLI's hooks and gates exist to stop: accepting a round that failed a gate
+or was never measured. Results are JSON objects (structured content, and the same JSON as text for
+clients that read only text); a user error is a tool error carrying the CLI's message and hint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gitcampaign import __version__
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_OPEN, STATUS_REJECTED, Campaign, Round, resolve
+from gitcampaign.errors import CampaignError
+
+INSTALL_HINT = 'install the MCP extra: pip install "gitcampaign[mcp]"'
+try:
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.types import CallToolResult, TextContent
+except ImportError:
+    raise CampaignError(
+        "`git campaign mcp` needs the MCP Python SDK, which is not installed", INSTALL_HINT
+    ) from None
+
+HEARTBEAT_S = 5.0  # progress while a measurement runs, so clients neither time out nor look hung
+GATE_REASONS = (C.REASON_CHECK_FAILED, C.REASON_STATIC_CHECK, C.REASON_HARNESS_CHANGED)
+
+INSTRUCTIONS = """Drives a git-native kernel-optimisation campaign: one hypothesis, one change, one
+measurement, one mechanical decision per round. Loop: status -> open_round(hypothesis) -> edit the
+kernel and `git commit` (message with Hypothesis: and Change: lines) -> validate -> read the decision
+-> next round. Protected files (harness, reference, tests, manifest) must not change: validate rejects
+such a round. diff_round shows what a round changed against the incumbent."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON values only: tuples as lists, NaN and infinities as null, anything else as its text."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _picked_round(campaign: Campaign, number: int | None) -> Round:
+    _, rounds = campaign.lineage()
+    for entry in reversed(rounds):
+        if number is None or entry.number == number:
+            return entry
+    raise CampaignError(
+        f"campaign {campaign.name} has no round {number}"
+        if number
+        else f"campaign {campaign.name} has no rounds",
+        "list rounds with the log tool (`git campaign log`)",
+    )
+
+
+def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int | None) -> None:
+    """An override may overrule the speed rules, never a gate, and never a round nobody measured."""
+    repo = g.open_repo(repo_path)
+    entry = _picked_round(Campaign(repo, resolve(repo, campaign_name)), number)
+    standing = entry.decision or {}
+    gates = [reason for reason in standing.get("reasons") or [] if reason in GATE_REASONS]
+    if gates:
+        raise CampaignError(
+            f"round {entry.number} failed a gate ({', '.join(gates)}): no override accepts it",
+            "fix the cause in a new round (`open_round`, commit, `validate`)",
+        )
+    if entry.status == STATUS_OPEN:
+        raise CampaignError(
+            f"round {entry.number} has not been validated: accepting it would skip every gate",
+            "run the validate tool (`git campaign validate`)",
+        )
+
+
+def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -> dict[str, Any]:
+    """The round's change against its incumbent (the accepted head it was measured, or will be, against)."""
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, campaign_name))
+    entry = _picked_round(campaign, number)
+    if entry.commit is None:
+        raise CampaignError(
+            f"round {entry.number} has no commit yet",
+            "make the one change and `git commit` it on the round branch",
+        )
+    standing = entry.decision or {}
+    if entry.status in (STATUS_ACCEPTED, STATUS_REJECTED) and standing.get("incumbent"):
+        incumbent = str(standing["incumbent"])
+    else:
+        incumbent = campaign.accepted_head()
+    return {
+        "round": entry.number,
+        "status": entry.status,
+        "hypothesis": entry.hypothesis,
+        "commit": entry.commit,
+        "incumbent": incumbent,
+        "changed_paths": g.changed_paths(repo, incumbent, entry.commit),
+        "diff_stat": g.diff_stat(repo, incumbent, entry.commit),
+        "diff": g.diff_text(repo, incumbent, entry.commit),
+    }
+
+
+def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
+    """The MCP server for the repository at `repo_path` (tools open it afresh on every call)."""
+    server = MCPServer("git-campaign", instructions=INSTRUCTIONS, version=__version__)
+
+    def ok(data: dict[str, Any]) -> CallToolResult:
+        structured = _plain(data)
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(structured, indent=2))],
+            structured_content=structured,
+        )
+
+    def failed(error: CampaignError) -> CallToolResult:
+        text = f"error: {error.message}" + (f"\nhint: {error.hint}" if error.hint else "")
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content={"error": error.message, "hint": error.hint},
+            is_error=True,
+        )
+
+    def call(work: Callable[[], dict[str, Any]]) -> CallToolResult:
+        try:
+            return ok(work())
+        except CampaignError as error:
+            return failed(error)
+
+    here, name = repo_path, campaign_name
+
+    @server.tool()
+    def status() -> CallToolResult:
+        """Where the campaign stands: rounds by state, speedup, termination, and the next step."""
+        from gitcampaign.commands.status import status as run
+
+        return call(lambda: run(here, name)[1])
+
+    @server.tool()
+    def log() -> CallToolResult:
+        """The lineage: every round with status, decision, speedup over baseline and key per-shape deltas."""
+        from gitcampaign.commands.log import log as run
+
+        return call(lambda: run(here, name)[1])
+
+    @server.tool()
+    def show(number: int) -> CallToolResult:
+        """One round (1 = baseline): hypothesis, diffstat, benchmark CSVs and verdict notes."""
+        from gitcampaign.commands.show import show as run
+
+        return call(lambda: run(here, name, number)[1])
+
+    @server.tool()
+    def open_round(hypothesis: str) -> CallToolResult:
+        """Open the next round on the accepted head with its ONE hypothesis; then edit and `git commit`."""
+        from gitcampaign.commands.round import open_round as run
+
+        def work() -> dict[str, Any]:
+            result = asdict(run(here, name, hypothesis))
+            result["next"] = "make one change, `git commit` with Hypothesis:/Change: lines, then validate"
+            return result
+
+        return call(work)
+
+    @server.tool()
+    async def validate(ctx: Context, full: bool = False, pairs: int | None = None) -> CallToolResult:
+        """Gates, the interleaved A/B measurement and the mechanical decision for the open round.
+        Sends progress notifications while it measures; returns decision, reasons, ratio, CI, shapes."""
+        from gitcampaign.commands.validate import validate as run
+
+        outcome: list[Any] = []
+        started = time.monotonic()
+
+        def work() -> None:
+            try:
+                outcome.append(run(here, name, full=full, pairs=pairs))
+            except CampaignError as error:
+                outcome.append(error)
+
+        async def measure() -> None:
+            try:
+                await anyio.to_thread.run_sync(work)
+            finally:
+                group.cancel_scope.cancel()
+
+        await ctx.report_progress(0, None, "validate: gates, then the interleaved measurement")
+        async with anyio.create_task_group() as group:
+            group.start_soon(measure)
+            while True:
+                await anyio.sleep(HEARTBEAT_S)
+                elapsed = time.monotonic() - started
+                await ctx.report_progress(elapsed, None, f"validate: measuring ({elapsed:.0f} s)")
+        result = outcome[0]
+        if isinstance(result, CampaignError):
+            return failed(result)
+        await ctx.report_progress(
+            time.monotonic() - started, None, f"validate: round {result.round} {result.decision}"
+        )
+        return ok(result.to_json())
+
+    def override(verb: str, number: int | None, reason: str) -> dict[str, Any]:
+        from gitcampaign.commands import override as commands
+
+        if verb == "accept":
+            check_accept_allowed(here, name, number)
+        return asdict(getattr(commands, verb)(here, name, number, reason))
+
+    @server.tool()
+    def accept(reason: str, number: int | None = None) -> CallToolResult:
+        """Override a speed-rule REJECT of the last (or given) round; recorded as an override in the
+        verdict. Refused for a round that failed a gate or was never validated."""
+        return call(lambda: override("accept", number, reason))
+
+    @server.tool()
+    def rollback(reason: str, number: int | None = None) -> CallToolResult:
+        """Reject the last (or given) round by hand; an accepted one is reverted by a new commit on main."""
+        return call(lambda: override("rollback", number, reason))
+
+    @server.tool()
+    def lint(paths: list[str] | None = None) -> CallToolResult:
+        """The static anti-cheat check on paths of the repository (default: all of it)."""
+        from gitcampaign.commands.lint import run_lint
+
+        def work() -> dict[str, Any]:
+            top = g.root(g.open_repo(here)).resolve()
+            targets = [(top / path).resolve() for path in paths or ["."]]
+            outside = [str(path) for path in targets if not path.is_relative_to(top) or not path.exists()]
+            if outside:
+                raise CampaignError(
+                    f"no such path in the repository: {', '.join(outside)}",
+                    f"name existing paths inside {top}",
+                )
+            code, text = run_lint(targets, as_json=True)
+            return {**json.loads(text), "exit_code": code}
+
+        return call(work)
+
+    @server.tool()
+    def report(force: bool = False) -> CallToolResult:
+        """REPORT: final full validation against the baseline and REPORT.md on the accepted line.
+        Needs a termination condition (target, efficiency, max iterations); force=True is T4 (stop here)."""
+        from gitcampaign.commands.report import report as run
+
+        return call(lambda: asdict(run(here, name, force=force)))
+
+    @server.tool(name="diff_round")
+    def diff_round_tool(number: int | None = None) -> CallToolResult:
+        """The round's diff (default: the latest round) against the incumbent it is judged against."""
+        return call(lambda: diff_round(here, name, number))
+
+    return server
+
+
+def serve(repo_path: Path, campaign_name: str | None) -> None:
+    """Run the server on stdin/stdout until the client closes the connection."""
+    build_server(repo_path, campaign_name).run("stdio")

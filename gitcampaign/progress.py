@@ -1,0 +1,175 @@
+"""Progress of the long commands (baseline, validate, report, demo, calibrate): what is running
+(phase, pair, side, shape), the time elapsed and an estimate of the time left.
+
+One `Progress` is made by the CLI and passed down through the commands to the harness runs in
+`measure.py`. Three outputs, one object:
+- on a terminal, one status line on stderr, redrawn in place every half second;
+- in a log or a pipe, plain lines on stderr, one per event (a run starts, a shape finishes, a run ends);
+- under `--json`, nothing: stdout carries the JSON document alone.
+Every mode records the wall time of each phase, which `--json` reports (`phase_seconds`).
+
+The harness runs in a child process, so the shape it is on is read from its log: the quick harness
+prints the CSV header, then each row as soon as its shape is done. A harness that prints no CSV
+still gets its run, side and times reported.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+REDRAW_S = 0.5  # terminal redraw and log polling interval
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}:{rest:02d}"
+
+
+def finished_shapes(log_text: str, labels: list[str]) -> int | None:
+    """How many of `labels` (run in this order) have a CSV row in the harness's output so far;
+    None while no CSV header (a line starting `label,`) has been printed."""
+    seen = {line.split(",", 1)[0] for line in log_text.splitlines() if "," in line}
+    if "label" not in seen:
+        return None
+    done = 0
+    for label in labels:
+        if label not in seen:
+            break
+        done += 1
+    return done
+
+
+@dataclass
+class _Phase:
+    name: str
+    runs: int  # harness processes planned in this phase; 0 when unknown
+    started: float
+    runs_done: int = 0
+
+
+@dataclass
+class _Run:
+    what: str
+    labels: list[str]
+    log_path: Path
+    started: float
+    shapes_done: int | None = None  # None: the harness has printed no CSV (yet)
+
+
+@dataclass
+class Progress:
+    """A reporter passed down to the commands; `Progress.silent()` reports nothing."""
+
+    stream: TextIO | None = None
+    live: bool = False  # redraw one status line in place (a terminal) instead of writing lines
+    clock: Callable[[], float] = time.monotonic
+    interval: float = REDRAW_S
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    _phase: _Phase | None = None
+    _run: _Run | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def for_cli(cls, as_json: bool, stream: TextIO | None = None) -> Progress:
+        """Silent under --json; a live line on a terminal; plain lines in a log or a pipe."""
+        if as_json:
+            return cls()
+        stream = stream or sys.stderr
+        return cls(stream, live=stream.isatty())
+
+    @classmethod
+    def silent(cls) -> Progress:
+        return cls()
+
+    @contextmanager
+    def phase(self, name: str, runs: int = 0) -> Iterator[None]:
+        """A named step of a command; `runs` harness processes are planned in it (for the estimate).
+        Its wall time lands in `phase_seconds` (a repeated name adds up)."""
+        started = self.clock()
+        outer, self._phase = self._phase, _Phase(name, runs, started)
+        self._line(f"{name} ...")
+        try:
+            yield
+        finally:
+            elapsed = self.clock() - started
+            self.phase_seconds[name] = round(self.phase_seconds.get(name, 0.0) + elapsed, 3)
+            self._phase = outer
+            self._line(f"{name}: done in {_clock(elapsed)}", final=True)
+
+    @contextmanager
+    def harness_run(self, what: str, labels: list[str], log_path: Path) -> Iterator[None]:
+        """One child process (`what`: "pair 2/3, candidate"), its finished shapes read from `log_path`."""
+        self._run = _Run(what, labels, log_path, self.clock())
+        self._line(self._status())
+        stop = threading.Event()
+        watch = threading.Thread(target=self._watch, args=(stop,))  # campaign-lint: allow S1 -- tails a log
+        if self.stream is not None:
+            watch.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if watch.is_alive():
+                watch.join()
+            run, self._run = self._run, None
+            self._poll(run)
+            if self._phase is not None:
+                self._phase.runs_done += 1
+            self._line(f"{run.what}: finished in {_clock(self.clock() - run.started)}", final=True)
+
+    def _watch(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            run = self._run
+            if run is None:
+                return
+            if self._poll(run) or self.live:
+                self._line(self._status())
+
+    def _poll(self, run: _Run) -> bool:
+        """Read the run's log; True when another shape finished."""
+        if not run.labels:
+            return False
+        try:
+            done = finished_shapes(run.log_path.read_text(errors="replace"), run.labels)
+        except OSError:
+            return False
+        changed, run.shapes_done = done != run.shapes_done, done
+        return changed and done is not None
+
+    def _status(self) -> str:
+        run, phase, now = self._run, self._phase, self.clock()
+        if run is None:
+            return ""
+        parts = [run.what]
+        total, done = len(run.labels), run.shapes_done or 0
+        if total and run.shapes_done is not None:
+            parts.append(
+                f"shape {done + 1}/{total} {run.labels[done]}" if done < total else "all shapes done"
+            )
+        if phase is not None:
+            parts.insert(0, phase.name)
+            elapsed = now - phase.started
+            parts.append(f"{_clock(elapsed)} elapsed")
+            fraction = phase.runs_done + (done / total if total else 0.0)
+            if phase.runs and fraction > 0:
+                left = elapsed / fraction * max(phase.runs - fraction, 0.0)
+                parts.append(f"~{_clock(left)} left")
+        return ", ".join(parts)
+
+    def _line(self, text: str, final: bool = False) -> None:
+        if self.stream is None or not text:
+            return
+        with self._lock:
+            if self.live:
+                # \r and erase-line keep one status line; a final line stays and the next one starts below.
+                self.stream.write("\r\x1b[K" + text + ("\n" if final else ""))
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()

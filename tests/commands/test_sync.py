@@ -1,0 +1,257 @@
+"""push / pull between two clones and a bare remote, and export / import through a bundle."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign import sync, verdict
+from gitcampaign.commands.baseline import baseline
+from gitcampaign.commands.bundle import default_path, export, import_bundle
+from gitcampaign.commands.init import init
+from gitcampaign.commands.pull import pull
+from gitcampaign.commands.push import push
+from gitcampaign.commands.round import open_round
+from gitcampaign.commands.show import show
+from gitcampaign.commands.status import status
+from gitcampaign.commands.validate import validate
+from gitcampaign.errors import CampaignError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from commands.test_loop import NAME, commit_round, options  # noqa: E402
+from fake_project import git, make_project, set_kernel  # noqa: E402
+
+
+def refs(root: Path) -> dict[str, str]:
+    """Every campaign ref of a clone (branches, pins, notes)."""
+    return sync.campaign_refs(g.open_repo(root), NAME)
+
+
+def notes(root: Path) -> dict[str, dict[str, str]]:
+    repo = g.open_repo(root)
+    return {ref: g.note_blobs(repo, ref) for ref in sync.NOTES_REFS}
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+    """Alice ran init + baseline and pushed; Bob cloned the project (main only) and pulled."""
+    alice = make_project(tmp_path / "alice")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(alice), str(origin)], check=True)
+    git(alice, "remote", "add", "origin", str(origin))
+    monkeypatch.chdir(alice)
+    init(alice, options())
+    baseline(alice, None)
+    push(alice, None)
+    bob = tmp_path / "bob"
+    subprocess.run(["git", "clone", "-q", str(origin), str(bob)], check=True)
+    pull(bob, NAME)
+    return alice, bob, origin
+
+
+def test_pull_brings_the_campaign_byte_for_byte(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, origin = team
+    assert refs(bob) == refs(alice) == refs(origin)
+    assert notes(bob) == notes(alice)
+    assert "Notes (campaign/verdict)" in git(bob, "log", "-1", C.main_branch(NAME))  # notes config set
+    text, data = status(bob, NAME)
+    assert data["remotes"] == {"origin": {"ahead": [], "behind": [], "diverged": []}}
+    assert "origin: in sync" in text
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    assert status(bob, NAME)[1]["remotes"]["origin"]["behind"] == []  # no network unless asked
+    behind = status(bob, NAME, fetch=True)[1]["remotes"]["origin"]["behind"]
+    assert behind == [f"refs/heads/{C.round_branch(NAME, 2)}"]
+    commit_round(bob, "other", 90)  # Bob (not pulled) opens his own round 2 at another commit
+    assert "diverged on 1 ref(s)" in status(bob, NAME)[0]
+
+
+@pytest.mark.parametrize("first", ["alice", "bob"])
+def test_two_people_validate_different_rounds_and_push_in_either_order(
+    team: tuple[Path, Path, Path], first: str
+) -> None:
+    alice, bob, origin = team
+    rejected = commit_round(alice, "smaller tiles", 80)  # Alice claims round 2 and publishes it
+    push(alice, None)
+    pull(bob, None)
+    accepted = commit_round(bob, "bigger tiles", 120)  # Bob opens round 3 beside Alice's open round
+    assert git(bob, "branch", "--show-current").strip() == C.round_branch(NAME, 3)
+    assert validate(alice, None, probe=False).decision == C.DECISION_REJECT
+    assert validate(bob, None, probe=False).decision in C.ACCEPTED
+
+    one, other = (alice, bob) if first == "alice" else (bob, alice)
+    push(one, None)
+    before = refs(origin)
+    with pytest.raises(CampaignError, match="git campaign pull") as refused:
+        push(other, None)
+    assert "nothing was pushed" in refused.value.message
+    assert refs(origin) == before
+    assert "diverged" in status(other, NAME)[0]
+    merged = pull(other, None)
+    assert not merged.merges  # different commits: the notes merge has nothing to decide
+    push(other, None)
+    pull(one, None)
+
+    assert refs(alice) == refs(bob) == refs(origin)
+    assert notes(alice) == notes(bob)
+    repo = g.open_repo(alice)
+    assert g.rev(repo, C.rejected_ref(NAME, 2)) == rejected
+    assert g.rev(repo, f"refs/heads/{C.round_branch(NAME, 2)}") == g.parent(repo, rejected)  # reset kept
+    assert g.rev(repo, f"refs/heads/{C.main_branch(NAME)}") == accepted
+    for commit in (rejected, accepted):  # each round's CSV and verdict arrived intact
+        assert g.read_note(repo, C.NOTES_BENCH, commit) is not None
+        assert len(verdict.read(repo, commit)) == 1
+
+
+def test_diverged_accepted_lines_stop_the_pull_and_change_nothing(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, _ = team
+    commit_round(alice, "bigger tiles", 120)
+    validate(alice, None, probe=False)
+    push(alice, None)
+    commit_round(bob, "wider tiles", 130)  # Bob did not pull: his round 2 is another commit
+    validate(bob, None, probe=False)
+    before = refs(bob)
+    with pytest.raises(CampaignError, match="accepted line is linear") as refused:
+        pull(bob, None)
+    assert "round-2" in refused.value.message and "nothing was changed" in refused.value.message
+    assert refs(bob) == before
+
+
+def test_conflicting_verdicts_are_both_kept_and_shown(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, _ = team
+    commit = commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    pull(bob, None)
+    for clone, decision, csv in ((alice, C.DECISION_ACCEPT, b"alice\n"), (bob, C.DECISION_REJECT, b"bob\n")):
+        repo = g.open_repo(clone)
+        verdict.append(
+            repo, commit, {"campaign": NAME, "round": 2, "phase": "VALIDATE", "decision": decision}
+        )
+        verdict.write_csv_note(repo, C.NOTES_BENCH, commit, csv)
+    push(alice, None)
+    result = pull(bob, None)
+    assert any("differs between the two sides" in line for line in result.merges)
+    assert any("decided differently" in line for line in result.merges)
+    repo = g.open_repo(bob)
+    assert g.read_note(repo, C.NOTES_BENCH, commit) == b"alice\n"  # published first: write-once
+    old_notes = g.rev(repo, f"{C.NOTES_BENCH}^1", peel="")
+    assert old_notes is not None and g.notes_at(repo, old_notes)[commit] == g.write_blob(repo, b"bob\n")
+    decisions = [doc["decision"] for doc in verdict.read(repo, commit)]
+    assert sorted(decisions) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
+    text, data = show(bob, NAME, 2)
+    assert sorted(data["conflicting_decisions"]) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
+    assert "conflicting verdicts" in text
+    push(bob, None)
+    pull(alice, None)
+    assert notes(alice) == notes(bob)
+
+
+def test_merge_streams_keeps_every_document_whichever_side_merges() -> None:
+    base = verdict.render({"round": 2, "decision": "ACCEPT"})
+    ours = base + b"---\nwritten: '2026-01-02'\nside: ours\n"
+    theirs = base + b"---\nwritten: '2026-01-01'\nside: theirs\n"
+    merged = sync.merge_streams(ours, theirs)
+    assert merged == sync.merge_streams(theirs, ours)
+    assert (
+        merged
+        == base + b"---\nwritten: '2026-01-01'\nside: theirs\n" + b"---\nwritten: '2026-01-02'\nside: ours\n"
+    )
+    assert sync.merge_streams(ours, base) == ours  # a plain append is a fast-forward
+
+
+def test_a_stale_lease_refuses_the_push(team: tuple[Path, Path, Path]) -> None:
+    alice, _, origin = team
+    repo = g.open_repo(alice)
+    main_ref = f"refs/heads/{C.main_branch(NAME)}"
+    head = g.rev(repo, main_ref)
+    assert head is not None
+    stale = g.parent(repo, head)
+    assert stale is not None
+    newer = g.commit_tree(repo, repo.git.rev_parse(f"{head}^{{tree}}"), head, "someone else's work\n")
+    with pytest.raises(CampaignError, match="refused the push"):  # we think origin is at `stale`
+        g.push_with_leases(repo, "origin", {main_ref: (newer, stale)})
+    assert refs(origin)[main_ref] == head
+
+
+def test_export_import_round_trip_then_the_campaign_continues(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    alice, _, origin = team
+    commit_round(alice, "smaller tiles", 80)
+    validate(alice, None, probe=False)  # a rejected round: its pin must travel too
+    exported = export(alice, NAME)
+    assert exported.path.endswith(default_path(NAME)) and exported.prerequisite is not None
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    git(fresh, "remote", "remove", "origin")  # no shared remote: the bundle is all there is
+    import_bundle(fresh, Path(exported.path))
+    assert refs(fresh) == refs(alice)
+    assert notes(fresh) == notes(alice)
+    assert not g.refs_under(g.open_repo(fresh), sync.TRACKING + "/")  # no leftovers
+    again = import_bundle(fresh, Path(exported.path))
+    assert again.updated == []  # idempotent
+
+    open_round(fresh, None, "bigger tiles")
+    set_kernel(fresh, 120)
+    git(fresh, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120")
+    assert validate(fresh, None, probe=False).decision in C.ACCEPTED
+    assert [n for n in g.open_repo(fresh).git.branch("--list", "campaign/*").split() if "round-3" in n]
+
+
+def test_import_refuses_to_clobber_a_diverged_round(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    alice, bob, _ = team
+    commit_round(alice, "smaller tiles", 80)
+    bundle = Path(export(alice, NAME, tmp_path / "alice.bundle").path)
+    commit_round(bob, "other idea", 90)  # Bob's own round 2, another commit
+    before = refs(bob)
+    with pytest.raises(CampaignError, match="same round number") as refused:
+        import_bundle(bob, bundle)
+    assert "nothing was changed" in refused.value.message
+    assert refs(bob) == before
+
+
+def test_cli_wiring(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    from gitcampaign.cli import main
+
+    alice, _, _ = team
+    assert main(["-C", str(alice), "push", "--json"]) == 0
+    assert main(["-C", str(alice), "export", NAME, str(tmp_path / "x.bundle")]) == 0
+    assert main(["-C", str(alice), "import", str(tmp_path / "x.bundle")]) == 0
+    assert main(["-C", str(alice), "pull", "nowhere", "--campaign", NAME]) == 1
+
+
+def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    pull(bob, None)
+    mine = commit_round(bob, "wider tiles", 130)  # round 3, beside Alice's round 2
+    validate(alice, None, probe=False)
+    validate(bob, None, probe=False)  # both accepted on the same head
+    push(alice, None)
+    with pytest.raises(CampaignError, match="--supersede"):
+        pull(bob, None)
+    result = pull(bob, None, supersede=True)
+    assert any("round 3" in line and "cherry-pick" in line for line in result.merges)
+    repo = g.open_repo(bob)
+    assert (
+        g.rev(repo, f"refs/heads/{C.main_branch(NAME)}") == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+    )
+    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+    standing = verdict.standing(verdict.read(repo, mine))
+    assert standing is not None and standing["reasons"] == [C.REASON_SUPERSEDED]
+    _, data = status(bob, NAME)
+    assert data["rounds"]["accepted"] == 1 and data["rounds"]["rejected"] == 1
+
+    open_round(bob, None, "wider tiles, again")  # the re-run on top of Alice's line (the same
+    set_kernel(bob, 130)  # one-line change as `mine`; a cherry-pick would conflict with hers)
+    git(bob, "commit", "-q", "-am", "Hypothesis: wider tiles, again\nChange: speed 130")
+    assert validate(bob, None, probe=False).decision in C.ACCEPTED
+    push(bob, None)
+    pull(alice, None)
+    assert refs(alice) == refs(bob) == refs(origin)

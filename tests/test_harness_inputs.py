@@ -1,0 +1,184 @@
+"""The judge owns its inputs (issue 8, DESIGN.md section 4): what a round may edit cannot change the
+work the quick harness measures.
+
+- The MoE routing lives in the harness, not in `kernels/`: a round that rewrites the routing in
+  `kernels/grouped_gemm.py` leaves the measured distribution as it was, and a kernel module that
+  patches the harness's routing from inside the process fails every shape.
+- Every timed call gets fresh inputs: a kernel that caches its result keyed on `id()` or `data_ptr()`
+  of its inputs either never answers from the cache (it gains nothing) or answers wrongly and fails.
+- The op modules import nothing from `gitcampaign`.
+
+All run the real template on the CPU, as a subprocess in a scratch repository (see test_quick_harness).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitcampaign.templates import quick_test_bench as qtb
+from tests.test_quick_harness import REPO_ROOT, harness_repo, rows, run_harness
+
+# A round's grouped GEMM that also "rewrites the routing": its own uniform make_group_sizes and
+# DISTRIBUTIONS (what the harness used to import from this file), optionally a patch of the
+# harness's own routing from inside the process. It logs the group sizes it is called with.
+ROUTING_ROUND = """
+import os
+import sys
+
+import torch
+
+DISTRIBUTIONS = ("uniform",) * 5
+
+
+def make_group_sizes(dist, total, groups, generator=None, device="cpu"):
+    import torch  # a local import, so that the code also runs as the harness's function's code
+
+    sizes = torch.full((groups,), total // groups, dtype=torch.int64)
+    sizes[: total % groups] += 1
+    return sizes.to(device)
+
+
+_harness = sys.modules["__main__"]
+if os.environ.get("FAKE_ROUTING") == "rebind":
+    _harness.make_group_sizes = make_group_sizes
+elif os.environ.get("FAKE_ROUTING") == "rewrite":
+    _harness.make_group_sizes.__code__ = make_group_sizes.__code__
+elif os.environ.get("FAKE_ROUTING") == "constants":
+    _harness.ROUTER_LOGIT_STD = 0.0  # every capacity-factor routing becomes uniform
+
+
+def grouped_gemm(a, b, group_sizes):
+    with open(os.environ["FAKE_ROUTING_LOG"], "a") as log:
+        log.write(",".join(str(size) for size in group_sizes.tolist()) + "\\n")
+    chunks = a.split(group_sizes.tolist())
+    return torch.cat([chunk @ b[g].T for g, chunk in enumerate(chunks)])
+"""
+
+# Forbidden caches (HANDOFF.md: no memoisation keyed on an activation). A miss costs SLOW_MS (the
+# "real" kernel), a hit is free: if the cache ever answered during timing, the median would show it.
+SLOW_MS = 20.0
+IDENTITY_CACHE = f"""
+import time
+
+import torch
+
+_cache = {{}}
+
+
+def _key(a, b):
+    kind = "{{kind}}"
+    if kind == "id":
+        return (id(a), id(b))
+    return (a.data_ptr(), b.data_ptr(), a._version, b._version, tuple(a.shape), tuple(b.shape))
+
+
+def gemm(a, b):
+    key = _key(a, b)
+    if key not in _cache:
+        time.sleep({SLOW_MS / 1e3})
+        _cache[key] = (a @ b.T).detach()
+    return _cache[key] + 0 * (a[:, :1] @ b[:, :1].T)
+"""
+
+
+def _logged_sizes(log: Path) -> list[list[int]]:
+    return [[int(size) for size in line.split(",")] for line in log.read_text().splitlines()]
+
+
+def test_a_round_rewriting_the_routing_in_the_kernel_file_changes_nothing(tmp_path: Path) -> None:
+    """hot_half keeps one expert at half the rows and empty_one one expert at zero, whatever the
+    kernel file says, drawn afresh for each call."""
+    harness = harness_repo(tmp_path / "repo", "grouped_gemm", "triton", {"grouped_gemm.py": ROUTING_ROUND})
+    shapes: list[dict[str, object]] = [
+        {"label": "hot", "M": 64, "N": 8, "K": 8, "B": 4, "dist": "hot_half"},
+        {"label": "empty", "M": 60, "N": 8, "K": 8, "B": 4, "dist": "empty_one"},
+    ]
+    log = tmp_path / "sizes.log"
+    process, csv_text = run_harness(
+        harness, shapes, "--repeats", "2", "--forward-only", env={"FAKE_ROUTING_LOG": str(log)}
+    )
+    assert process.returncode == 0, process.stderr
+    assert csv_text is not None and [row["Check"] for row in rows(csv_text)] == ["PASS", "PASS"]
+    calls = _logged_sizes(log)
+    hot = [sizes for sizes in calls if sum(sizes) == 64]
+    empty = [sizes for sizes in calls if sum(sizes) == 60]
+    assert len(hot) >= 3 and len(empty) >= 3  # warm-up, timed calls, checked calls
+    assert all(max(sizes) == 32 for sizes in hot), hot
+    assert all(min(sizes) == 0 and max(sizes) < 60 for sizes in empty), empty
+    # A fresh routing per call (the harness's generator), not one fixed split.
+    assert len({tuple(sizes) for sizes in hot}) > 1 and len({tuple(sizes) for sizes in empty}) > 1
+
+
+@pytest.mark.parametrize(
+    ("patch", "named"),
+    [
+        ("rebind", "make_group_sizes"),
+        ("rewrite", "make_group_sizes"),
+        ("constants", "DISTRIBUTIONS/ROUTER_LOGIT_STD"),
+    ],
+)
+def test_a_kernel_that_patches_the_harness_routing_fails(tmp_path: Path, patch: str, named: str) -> None:
+    harness = harness_repo(tmp_path / "repo", "grouped_gemm", "triton", {"grouped_gemm.py": ROUTING_ROUND})
+    shapes = [{"label": "hot", "M": 64, "N": 8, "K": 8, "B": 4, "dist": "hot_half"}]
+    env = {"FAKE_ROUTING_LOG": str(tmp_path / "sizes.log"), "FAKE_ROUTING": patch}
+    process, csv_text = run_harness(harness, shapes, "--repeats", "1", "--forward-only", env=env)
+    assert process.returncode == 1, process.stderr
+    assert csv_text is not None and rows(csv_text)[0]["Check"] == "FAIL"
+    assert f"hot: FAIL: MoE routing replaced by the kernels: {named}" in process.stderr
+
+
+def test_routing_check_sees_nothing_on_an_untouched_harness() -> None:
+    assert qtb.routing_replaced() == []
+
+
+@pytest.mark.parametrize("kind", ["id", "data_ptr"])
+def test_an_identity_keyed_cache_gains_nothing_or_fails(tmp_path: Path, kind: str) -> None:
+    """Fresh inputs every timed call: the cache never answers while the clock runs (each call pays
+    the miss), or, when the allocator reused an address or an id and the cache answered, the check
+    that changes an input's values behind an unchanged identity catches it."""
+    harness = harness_repo(
+        tmp_path / "repo", "gemm", "triton", {"gemm.py": IDENTITY_CACHE.replace("{kind}", kind)}
+    )
+    # Small (allocator bins, addresses reused at once) and larger operands.
+    shapes = [{"label": "small", "M": 32, "N": 32, "K": 32}, {"label": "large", "M": 256, "N": 256, "K": 256}]
+    process, csv_text = run_harness(harness, shapes, "--repeats", "5", "--forward-only")
+    assert csv_text is not None, process.stderr
+    for row in rows(csv_text):
+        if row["Check"] == "PASS":
+            assert float(row["Forward Time (ms)"]) >= 0.9 * SLOW_MS, (row, process.stderr)
+        else:
+            assert row["Check"] == "FAIL", (row, process.stderr)
+            assert (
+                f"{row['label']}: FAIL: forward: new values in the same input tensors got the old result"
+                in (process.stderr)
+            )
+
+
+def test_the_op_modules_import_nothing_from_gitcampaign(tmp_path: Path) -> None:
+    """What a round edits must not reach into the tool that judges it (nor need it installed)."""
+    for path in sorted((REPO_ROOT / "kernels").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(name.split(".")[0] == "gitcampaign" for name in names), path
+    # And at run time, with gitcampaign made unimportable.
+    probe = (
+        "import sys; sys.modules['gitcampaign'] = None\n"
+        "import kernels.gemm, kernels.gemm_fp8, kernels.grouped_gemm, kernels.quant"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

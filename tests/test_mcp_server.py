@@ -1,0 +1,124 @@
+"""`git campaign mcp` end to end: the SDK's own client starts the server over stdio on a scratch repo,
+opens a round, the change is committed through git, validate runs with progress, the decision is read."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_project import git, set_kernel  # noqa: E402
+from scratch_campaign import NAME, with_baseline  # noqa: E402
+
+from gitcampaign import constants as C  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOOLS = {
+    "status",
+    "log",
+    "show",
+    "open_round",
+    "validate",
+    "accept",
+    "rollback",
+    "lint",
+    "report",
+    "diff_round",
+}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "proj"
+    monkeypatch.chdir(tmp_path)
+    root.mkdir()
+    monkeypatch.chdir(root)
+    return with_baseline(root)
+
+
+def server(root: Path) -> StdioServerParameters:
+    # The test's hermetic git environment (HOME, identity, no user config) goes to the server too.
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "gitcampaign", "-C", str(root), "mcp"], env=env, cwd=str(root)
+    )
+
+
+def data(result: Any) -> dict[str, Any]:
+    assert result.structured_content is not None, result
+    return dict(result.structured_content)
+
+
+def test_agent_loop_over_stdio(project: Path) -> None:
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async def session() -> None:
+        async with Client(server(project), read_timeout_seconds=120) as client:
+            listed = await client.list_tools()
+            assert {tool.name for tool in listed.tools} == TOOLS
+
+            opened = data(await client.call_tool("open_round", {"hypothesis": "bigger tiles"}))
+            assert opened["number"] == 2 and opened["branch"] == C.round_branch(NAME, 2)
+
+            # The agent edits and commits with git itself; no tool writes a file.
+            set_kernel(project, 110)
+            git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 110")
+            round_commit = git(project, "rev-parse", "HEAD").strip()
+
+            diff = data(await client.call_tool("diff_round", {}))
+            assert diff["changed_paths"] == ["kernel.py"] and "+SPEED = 110" in diff["diff"]
+
+            decided = await client.call_tool("validate", {}, progress_callback=on_progress)
+            assert not decided.is_error, decided.content
+            verdict = data(decided)
+            assert verdict["decision"] == C.DECISION_ACCEPT and verdict["round"] == 2
+            assert verdict["ratio"] == pytest.approx(1.10, rel=1e-4)
+
+            state = data(await client.call_tool("status", {}))
+            assert state["accepted_head"] == round_commit and state["rounds"]["accepted"] == 1
+            lineage = data(await client.call_tool("log", {}))
+            assert [row["status"] for row in lineage["rounds"]] == ["baseline", "accepted"]
+
+            # A user error is a tool error that carries the CLI's hint.
+            again = await client.call_tool("validate", {})
+            assert again.is_error
+            assert "git campaign round" in data(again)["hint"]
+            assert "hint:" in again.content[0].text
+
+            # A round that edits the harness is rejected by the gate, and no override accepts it.
+            await client.call_tool("open_round", {"hypothesis": "a friendlier harness"})
+            bench = project / "bench.py"
+            bench.write_text(bench.read_text().replace("speed = ", "speed = 2 * "))
+            git(project, "commit", "-q", "-am", "Hypothesis: harness\nChange: harness")
+            gated = data(await client.call_tool("validate", {}))
+            assert (gated["decision"], gated["reasons"]) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+            refused = await client.call_tool("accept", {"reason": "looks fine to me"})
+            assert refused.is_error and C.REASON_HARNESS_CHANGED in data(refused)["error"]
+            assert git(project, "rev-parse", C.main_branch(NAME)).strip() == round_commit
+
+    anyio.run(session)
+    assert progress and progress[0][0] == 0
+    assert any(message and "ACCEPT" in message for _, message in progress)
+
+
+def test_initialize_handshake_of_current_agent_tools(project: Path) -> None:
+    """Agent tools of today open with the `initialize` handshake, not the SDK 2 discovery probe."""
+
+    async def session() -> None:
+        async with Client(server(project), mode="legacy", read_timeout_seconds=60) as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+            state = data(await client.call_tool("status", {}))
+            assert state["campaign"] == NAME and state["next"].startswith("git campaign round")
+
+    anyio.run(session)

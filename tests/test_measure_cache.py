@@ -1,0 +1,89 @@
+"""Triton's cache across the processes of a measurement (issue 8, "a GPU loop that fits"): each git
+tree measured gets its own TRITON_CACHE_DIR with autotune results kept, so the processes of one side
+reuse what the first compiled and tuned, while a candidate never starts from the incumbent's tuning."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitcampaign.commands.baseline import baseline
+from gitcampaign.commands.init import InitOptions, init
+from gitcampaign.commands.round import open_round
+from gitcampaign.commands.validate import validate
+from gitcampaign.constants import ACCEPTED
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fake_project import git, make_project, set_kernel  # noqa: E402
+
+# The quick command: records the cache it was given and the kernel it measures, then runs bench.py.
+RECORDING_BENCH = """import os, runpy, sys
+from pathlib import Path
+with open(os.environ["RECORD_CACHE"], "a") as record:
+    kernel = Path("kernel.py").read_text().replace("\\n", " ")
+    record.write(f"{os.environ['TRITON_CACHE_DIR']}|{os.environ['TRITON_CACHE_AUTOTUNING']}|{kernel}\\n")
+sys.argv = ["bench.py", *sys.argv[1:]]
+runpy.run_path("bench.py", run_name="__main__")
+"""
+
+
+def records(path: Path) -> dict[str, set[str]]:
+    """Kernel text -> the cache directories its runs were given (every run keeping autotune results)."""
+    seen: dict[str, set[str]] = {}
+    for line in path.read_text().splitlines():
+        cache, autotuning, kernel = line.split("|")
+        assert autotuning == "1"
+        seen.setdefault(kernel, set()).add(cache)
+    return seen
+
+
+def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(tmp_path / "proj")
+    (root / "bench_env.py").write_text(RECORDING_BENCH)
+    git(root, "add", "bench_env.py")
+    git(root, "commit", "-q", "-m", "recording bench")
+    monkeypatch.chdir(root)
+    record = tmp_path / "record.txt"
+    monkeypatch.setenv("RECORD_CACHE", str(record))
+    init(
+        root,
+        InitOptions(
+            name="c",
+            op="fake_gemm",
+            metric="step",
+            shapes="shapes.yaml",
+            quick_command=f"{sys.executable} bench_env.py",
+            test_command=f"{sys.executable} test_kernel.py",
+            probe_command="",
+            kernel_source="kernel.py",
+            pairs=2,
+        ),
+    )
+    baseline(root, None)
+    open_round(root, None, "faster")
+    set_kernel(root, 150.0)
+    git(root, "commit", "-q", "-am", "Hypothesis: faster\nChange: speed 150")
+    assert validate(root, None).decision in ACCEPTED
+    # Round 3 changes the kernel file but not the speed: still new code, so still a fresh cache.
+    open_round(root, None, "a comment")
+    (root / "kernel.py").write_text((root / "kernel.py").read_text() + "# tidied\n")
+    git(root, "commit", "-q", "-am", "Hypothesis: tidy\nChange: a comment")
+    validate(root, None)
+
+    caches = records(record)
+    start, faster, tidied = (
+        "SPEED = 100.0 CORRECT = True ",
+        "SPEED = 150.0 CORRECT = True ",
+        "SPEED = 150.0 CORRECT = True # tidied ",
+    )
+    assert set(caches) == {start, faster, tidied}
+    # One directory per tree, shared by all of its runs (baseline and A/A, or one side of a
+    # validation, and the incumbent again in the next validation) ...
+    assert all(len(directories) == 1 for directories in caches.values()), caches
+    # ... and never the directory of other code.
+    assert len(caches[start] | caches[faster] | caches[tidied]) == 3
+    common = Path(git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    for (directory,) in caches.values():
+        assert Path(directory).parent == common / "campaign" / "triton-cache"

@@ -441,6 +441,8 @@ def loss_divergence(incumbent: dict[str, Any], candidate: dict[str, Any]) -> str
     threshold admits), so the block's two op layers by e = (1 + err)^2 - 1. An output off by e·rms(o)
     moves an MSE loss L by at most e²·ms(o) + 2e·sqrt(ms(o)·L) (Cauchy-Schwarz), and both runs may
     be off that much, hence twice that, per step, with the incumbent's L and ms(o)."""
+    if "op_rel_error" not in incumbent or "out_ms" not in incumbent:
+        return None  # a campaign whose frozen probe predates the comparison: only its step time counts
     if candidate.get("seed") != incumbent.get("seed") or len(candidate["loss"]) != len(incumbent["loss"]):
         return "the two probe runs are not the same run (seed or steps differ)"
     error = float(incumbent["op_rel_error"])

@@ -489,7 +489,7 @@ def _own_nodes(owner: ast.AST) -> Iterator[ast.AST]:
 class _Scope:
     """What the checker knows about one function (or the module): what each name is."""
 
-    def __init__(self, parent: _Scope | None, module_state: frozenset[str] = frozenset()) -> None:
+    def __init__(self, parent: _Scope | None, written_per_call: frozenset[str] | None = None) -> None:
         self.parent = parent
         self.assigned: dict[str, list[ast.expr]] = {}
         self.kinds: dict[str, str] = {}  # TENSOR or OTHER, from annotations and assignments
@@ -497,7 +497,12 @@ class _Scope:
         self.weights: set[str] = set()  # names bound to an nn.Parameter
         self.dicts: set[str] = set()
         self.joins = False  # the function makes the current stream wait for another one
-        self.module_state = module_state  # `self.X` attributes set up at construction
+        # Inside a class: the `self.X` attributes its methods write per call (activation stashes,
+        # not module state); None outside any class, where `self.X` is nobody's module state.
+        inherited = parent.written_per_call if parent is not None else None
+        self.written_per_call: frozenset[str] | None = (
+            written_per_call if written_per_call is not None else inherited
+        )
         self.owner: ast.AST | None = None
 
     def _chain(self) -> Iterator[_Scope]:
@@ -633,9 +638,8 @@ class _Checker:
         parent: _Scope | None,
         params: list[ast.arg],
         defaults: dict[str, ast.expr] | None = None,
-        module_state: frozenset[str] = frozenset(),
     ) -> _Scope:
-        scope = _Scope(parent, module_state or (parent.module_state if parent else frozenset()))
+        scope = _Scope(parent)
         scope.owner = owner
         for arg in params:
             names = _annotation_names(arg.annotation)
@@ -839,8 +843,7 @@ class _Checker:
                     and _is_self(node.value)
                 ):
                     assigned_later.add(node.attr)
-        # "*": this is a class, so `self.X` can be module state; "!X": X is written per call.
-        return _Scope(parent, frozenset(f"!{name}" for name in assigned_later) | {"*"})
+        return _Scope(parent, frozenset(assigned_later))
 
     def _params(self, func: FunctionNode | ast.Lambda) -> tuple[list[ast.arg], dict[str, ast.expr]]:
         args = func.args
@@ -1128,8 +1131,7 @@ class _Checker:
     def _is_weight(self, node: ast.expr, scope: _Scope) -> bool:
         """Module state (`self.w` set up at construction) or an nn.Parameter; not a name."""
         if isinstance(node, ast.Attribute) and _is_self(node.value):
-            state = scope.module_state
-            return "*" in state and f"!{node.attr}" not in state
+            return scope.written_per_call is not None and node.attr not in scope.written_per_call
         if isinstance(node, ast.Name):
             if scope.is_weight_name(node.id):
                 return True

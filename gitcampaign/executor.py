@@ -192,7 +192,7 @@ class ShardTask:
     def run(self, progress: Progress | None = None) -> list[PairResult]:
         if self.pairs == 0:
             table = run_quick(
-                self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv", progress, "one run"
+                self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv", progress, "baseline commit"
             )
             return [PairResult(table, None)]
         return interleaved(self.worktrees, self.job, self.pairs, self.scratch, self.stop_on_failure, progress)

@@ -74,9 +74,9 @@ def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest
 
     caches = records(record)
     start, faster, tidied = (
-        "SPEED = 100.0 CORRECT = True ",
-        "SPEED = 150.0 CORRECT = True ",
-        "SPEED = 150.0 CORRECT = True # tidied ",
+        "SPEED = 100.0 CORRECT = True EDGE_CASES_OK = True ",
+        "SPEED = 150.0 CORRECT = True EDGE_CASES_OK = True ",
+        "SPEED = 150.0 CORRECT = True EDGE_CASES_OK = True # tidied ",
     )
     assert set(caches) == {start, faster, tidied}
     # One directory per tree, shared by all of its runs (baseline and A/A, or one side of a

@@ -16,7 +16,7 @@ from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest, parse_manifest
+from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _ROUND = re.compile(r"round-(\d+)")
@@ -29,11 +29,23 @@ STATUS_EMPTY = "empty"  # a round branch without its commit yet
 STATUS_PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)
 
 
-def check_name(name: str) -> str:
-    if not _NAME.fullmatch(name):
-        raise CampaignError(
-            f"campaign name {name!r} is not usable in a ref", "use letters, digits, '.', '_', '-'"
-        )
+MAX_NAME = 64  # the name is a path component of refs and lock files; keep it well under NAME_MAX
+
+
+def check_name(name: str, repo: Repo | None = None) -> str:
+    """A name git accepts in `refs/heads/campaign/NAME/main`, that fits a file name, and whose refs
+    no existing branch blocks (refs are paths: branch `campaign/NAME` forbids `campaign/NAME/main`)."""
+    hint = f"use 1-{MAX_NAME} letters, digits, '.', '_', '-' (not '..', not ending in '.lock' or '.')"
+    if len(name) > MAX_NAME or not _NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")):
+        raise CampaignError(f"campaign name {name!r} is not usable in a ref", hint)
+    if repo is not None:
+        for blocking in ("refs/heads/campaign", f"refs/heads/campaign/{name}"):
+            if g.rev(repo, blocking, peel="") is not None:
+                raise CampaignError(
+                    f"branch {blocking[len('refs/heads/') :]} exists, so {C.main_branch(name)} cannot be"
+                    " created (a branch name cannot also be a folder of branch names)",
+                    f"pick another campaign name, or rename that branch (`git branch -m {blocking[11:]} NEW`)",
+                )
     return name
 
 
@@ -47,7 +59,10 @@ def campaigns(repo: Repo) -> list[str]:
 
 
 def resolve(repo: Repo, name: str | None) -> str:
-    """The campaign meant: --campaign, else the one of the checked-out branch, else the only one."""
+    """The campaign meant: --campaign, else the one of the checked-out branch, else the only one.
+
+    Every command starts here, so this is where what a killed command left is finished first."""
+    g.recover(repo)
     known = campaigns(repo)
     if name:
         if name not in known:
@@ -118,12 +133,32 @@ class Campaign:
             raise CampaignError(
                 f"{path} is missing at {at[:12]}", f"restore it: git checkout {at[:12]} -- {path}"
             )
-        return parse_manifest(raw, path)
+        manifest = parse_manifest(raw, path)
+        if manifest.name != self.name:
+            raise CampaignError(
+                f"{path}: name is {manifest.name!r}, but the file belongs to campaign {self.name!r}",
+                f"set `name: {self.name}` back in {path} and commit it",
+            )
+        return manifest
+
+    def baseline_commit(self) -> str | None:
+        """The accepted-line commit the baseline recorded (the first one with a full-validation note)."""
+        full = g.note_blobs(self.repo, C.NOTES_FULL)
+        return next((c for c in g.first_parent_chain(self.repo, self.accepted_head()) if c in full), None)
 
     def require_baseline(self) -> Manifest:
         manifest = self.manifest()
         if manifest.csv_header is None or manifest.noise_floor is None:
             raise CampaignError(f"campaign {self.name} has no baseline yet", "run `git campaign baseline`")
+        base = self.baseline_commit()
+        changed = frozen_changes(self.manifest(base), manifest) if base else []
+        if base and changed:
+            raise CampaignError(
+                f"{manifest.path}: {', '.join(changed)} changed by hand since the baseline ({base[:12]});"
+                " decisions compare against what the baseline froze",
+                f"restore them: `git checkout {base[:12]} -- {manifest.path}` and commit on {self.main_branch}"
+                " (or start a new campaign for a new target)",
+            )
         return manifest
 
     def _numbered(self, prefix: str) -> dict[int, str]:
@@ -156,43 +191,87 @@ class Campaign:
         return result
 
     def lineage(self) -> tuple[list[dict[str, Any]], list[Round]]:
-        """(baseline documents, rounds by number) from refs and notes, without per-round git calls."""
-        accepted_line = set(g.first_parent_chain(self.repo, self.accepted_head()))
+        """(baseline documents, rounds by number) from refs and notes, without per-round git calls.
+
+        A round is found through its refs (rejected pin, accepted line, round branch), never through
+        whichever note mentions its number; and only verdict documents that git's records back
+        count (`verdict.inconsistency`), so a copied, edited or hand-written note decides nothing.
+        """
+        head = self.accepted_head()
+        accepted_line = set(g.first_parent_chain(self.repo, head))
         notes = self.verdicts()
+        facts = verdict.commit_facts(self.repo, list(notes))
+        valid = {
+            commit: kept
+            for commit, docs in notes.items()
+            if (kept := [d for d in docs if verdict.inconsistency(commit, d, facts.get(commit)) is None])
+        }
         baseline = next(
             (
                 docs
-                for commit, docs in notes.items()
-                if commit in accepted_line and docs[0].get("phase") == "BASELINE"
+                for commit, docs in valid.items()
+                if commit in accepted_line and docs[0].get("phase") == verdict.PHASE_BASELINE
             ),
             [],
         )
-        by_round: dict[int, tuple[str, list[dict[str, Any]]]] = {}
-        for commit, docs in notes.items():
+        by_round: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        for commit, docs in valid.items():
             number = docs[-1].get("round")
             if isinstance(number, int) and number >= 2:
-                by_round[number] = (commit, docs)
+                by_round.setdefault(number, {})[commit] = docs
         branches, pins = self.round_branches(), self.rejected_pins()
         rounds = []
         for number in sorted(set(branches) | set(pins) | set(by_round)):
-            noted_commit, docs = by_round.get(number, (None, []))
-            tip = branches.get(number)
-            decision = verdict.standing(docs)
+            noted = by_round.get(number, {})
+            tip, pin = branches.get(number), pins.get(number)
+            accepted = [c for c, docs in noted.items() if c in accepted_line and _accepted(docs)]
+            unapplied = [
+                c for c, docs in noted.items() if _unapplied(c, docs, head, c in accepted_line, pin, tip)
+            ]
             round_commit: str | None
-            if number in pins:
-                status, round_commit = STATUS_REJECTED, pins[number]
-                docs = notes.get(round_commit, docs)
-            elif decision and decision["decision"] in C.ACCEPTED:
-                status = STATUS_ACCEPTED if noted_commit in accepted_line else STATUS_PENDING
-                round_commit = noted_commit
-            elif decision:
-                status, round_commit = STATUS_PENDING, noted_commit
+            if accepted and accepted[0] != pin:
+                status, round_commit = STATUS_ACCEPTED, accepted[0]
+            elif unapplied:
+                status, round_commit = STATUS_PENDING, unapplied[0]
+            elif pin is not None:
+                status, round_commit = STATUS_REJECTED, pin
             elif tip is not None and tip not in accepted_line:
                 status, round_commit = STATUS_OPEN, tip
-            else:
+            elif tip is not None:
                 status, round_commit = STATUS_EMPTY, None
+            else:
+                continue
+            docs = noted.get(round_commit, []) if round_commit else []
+            decision = verdict.standing(docs)
             hypothesis = str(decision.get("hypothesis", "")) if decision else ""
             if not hypothesis:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
             rounds.append(Round(number, status, round_commit, hypothesis.strip(), docs))
         return baseline, rounds
+
+
+def _accepted(docs: list[dict[str, Any]]) -> bool:
+    decision = verdict.standing(docs)
+    return decision is not None and decision["decision"] in C.ACCEPTED
+
+
+def _unapplied(
+    commit: str, docs: list[dict[str, Any]], head: str, on_line: bool, pin: str | None, tip: str | None
+) -> bool:
+    """A noted decision the refs do not show yet: what a killed validate, accept or rollback left."""
+    if not _applicable(docs, head):
+        return False
+    if on_line:  # only a rollback of the accepted head can be noted on the accepted line
+        return commit == head and not _accepted(docs)
+    # Pinned means rejected, unless the round branch still holds it (not reset yet) or a manual
+    # accept of the rejected round was noted (the pin is not dropped yet).
+    return commit != pin or commit == tip or _accepted(docs)
+
+
+def _applicable(docs: list[dict[str, Any]], accepted_head: str) -> bool:
+    """A noted decision that can still be applied: a rejection always, an acceptance only onto the
+    incumbent it was measured against (else it is stale, and the round must be measured again)."""
+    decision = verdict.standing(docs)
+    if decision is None:
+        return False
+    return decision["decision"] not in C.ACCEPTED or decision.get("incumbent") == accepted_head

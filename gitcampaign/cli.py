@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,12 @@ from gitcampaign.progress import Progress
 EXIT_USER_ERROR = 1
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process stopped by `kill`
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is so that cleanup (`finally`) runs as for ^C."""
+
 
 COMPLETE_VAR = "_GIT_CAMPAIGN_COMPLETE"  # click's default would derive it from "git campaign"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -670,8 +679,24 @@ def import_(ctx: click.Context, file: str, as_json: bool) -> None:
     _emit(_sync_text(result, "import"), result.to_json(), as_json)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def crash_log_path() -> Path:
+    """A fresh file per crash in the user's own state folder (never a name shared by all users)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    folder = Path(state) / "gitcampaign"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        folder = Path(tempfile.mkdtemp(prefix="gitcampaign-crash-"))
+    return folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = cli.main(args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False)
     except CampaignError as exc:
@@ -684,16 +709,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
+    except Terminated:
+        click.echo(
+            "terminated (SIGTERM): measurements stopped and scratch worktrees removed; refs and notes are "
+            "as the last completed step left them\nhint: `git campaign status` shows where the campaign "
+            "stands; the next command finishes or redoes the interrupted one",
+            err=True,
+        )
+        return EXIT_TERMINATED
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USER_ERROR
     except Exception:
-        log = Path(tempfile.gettempdir()) / "gitcampaign-crash.log"
-        log.write_text(traceback.format_exc())
+        log = crash_log_path()
+        with open(log, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as handle:
+            handle.write(traceback.format_exc())
         click.echo(f"internal error (a bug in gitcampaign); traceback written to {log}", err=True)
         return EXIT_BUG
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return code if isinstance(code, int) else 0
 
 

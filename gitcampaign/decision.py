@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from gitcampaign import constants as C
+from gitcampaign.errors import CampaignError
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; the normal quantile beyond 30.
 _T975 = {
@@ -69,6 +70,8 @@ class PairedStats:
     shape_ratios: dict[str, float]
     pairs: int
     session_gains: list[float] = field(default_factory=list)
+    # "label (pair k)" where that side's metric was NaN or not positive: who is to blame for a NaN.
+    invalid: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,6 +111,15 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
     shape_ratios = {
         label: math.exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels
     }
+    invalid = {
+        side: [
+            f"{label} (pair {index + 1})"
+            for index, sample in enumerate(samples)
+            for label in labels
+            if not getattr(sample, side).get(label, math.nan) > 0
+        ]
+        for side in ("incumbent", "candidate")
+    }
     sessions = sorted({sample.session for sample in samples})
     session_gains = [
         math.exp(
@@ -122,6 +134,7 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
         shape_ratios=shape_ratios,
         pairs=len(samples),
         session_gains=session_gains,
+        invalid=invalid,
     )
 
 
@@ -158,9 +171,23 @@ def decide(
     sessions_done: int,
     max_sessions: int = MAX_SESSIONS,
 ) -> Outcome:
-    """Apply the speed rules; the correctness and integrity gates are applied before this."""
+    """Apply the speed rules; the correctness and integrity gates are applied before this.
+
+    A NaN from the candidate rejects it; one from the incumbent says nothing about the candidate,
+    so it stops the command (nothing recorded) instead of being blamed on the round."""
+    if stats.invalid.get("incumbent"):
+        raise CampaignError(
+            f"the incumbent (accepted head) measured NaN or a non-positive {metric} on "
+            f"{', '.join(stats.invalid['incumbent'][:5])}: no decision can be made; nothing was recorded",
+            "run the quick command on the accepted head by hand to see why, fix it, then validate again",
+        )
     if not all(math.isfinite(value) for value in (stats.ratio, *stats.shape_ratios.values())):
-        return Outcome(C.DECISION_REJECT, [C.REASON_CHECK_FAILED], ["a metric is NaN or not positive"])
+        shown = ", ".join(stats.invalid.get("candidate", [])[:5])
+        return Outcome(
+            C.DECISION_REJECT,
+            [C.REASON_CHECK_FAILED],
+            [f"the candidate's {metric} is NaN or not positive" + (f" on {shown}" if shown else "")],
+        )
     limit = regression_threshold(metric)
     regressed = {label: r for label, r in stats.shape_ratios.items() if r <= limit}
     if regressed:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import fcntl
 import io
+import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,11 @@ from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 from gitcampaign.errors import CampaignError
 
 ZERO_SHA = "0" * 40
+# Tests kill the process at a named step (`GITCAMPAIGN_FAULT=NAME`) and list the steps a command
+# passes (`GITCAMPAIGN_FAULT_TRACE=FILE`): how the fault suite reaches every crash point.
+FAULT_ENV = "GITCAMPAIGN_FAULT"
+FAULT_TRACE_ENV = "GITCAMPAIGN_FAULT_TRACE"
+REPO_LOCK_WAIT_S = 120.0
 
 
 def open_repo(path: Path | str = ".") -> Repo:
@@ -106,7 +114,8 @@ def require_clean(repo: Repo, action: str) -> None:
 def update_ref(repo: Repo, ref: str, new: str, old: str | None, message: str) -> None:
     """Move `ref` from `old` (None: it must not exist yet) to `new`, atomically, or fail."""
     try:
-        repo.git.update_ref("-m", message, ref, new, old or ZERO_SHA)
+        with repo_lock(repo):
+            repo.git.update_ref("-m", message, ref, new, old or ZERO_SHA)
     except GitCommandError as exc:
         raise CampaignError(
             f"{ref} moved while this command ran (expected {old or 'no ref'}): {exc.stderr.strip()}",
@@ -116,7 +125,8 @@ def update_ref(repo: Repo, ref: str, new: str, old: str | None, message: str) ->
 
 def delete_ref(repo: Repo, ref: str, old: str) -> None:
     try:
-        repo.git.update_ref("-d", ref, old)
+        with repo_lock(repo):
+            repo.git.update_ref("-d", ref, old)
     except GitCommandError as exc:
         raise CampaignError(
             f"{ref} moved while this command ran", "run `git campaign status` and retry"
@@ -131,7 +141,18 @@ def refs_under(repo: Repo, prefix: str) -> dict[str, str]:
 
 
 def checkout(repo: Repo, branch: str) -> None:
-    repo.git.checkout("-q", branch)
+    """Switch the work tree to `branch`; git refuses (and changes nothing) when local changes or
+    untracked files are in the way, which becomes an error that names them."""
+    if current_branch(repo) == branch:
+        return
+    with repo_lock(repo):
+        try:
+            repo.git.checkout("-q", branch)
+        except GitCommandError as exc:
+            raise CampaignError(
+                f"cannot check out {branch}: {exc.stderr.strip()}",
+                f"set the files it names aside (`git stash -u`), then `git checkout {branch}`",
+            ) from exc
 
 
 def config_get(repo: Repo, key: str) -> str | None:
@@ -192,12 +213,16 @@ def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
 
 
 def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> None:
-    """Attach `content` verbatim (blob + `notes add -C`); refuses to overwrite unless `replace`."""
+    """Attach `content` verbatim (blob + `notes add -C`); refuses to overwrite unless `replace`.
+
+    `git notes add` moves the notes ref without a compare-and-swap, so two writers can each commit
+    on the same parent and one note vanishes; the repository lock serialises every writer here."""
     blob = write_blob(repo, content)
     args = ["--ref", notes_ref, "add", "-C", blob]
     if replace:
         args.append("-f")
-    repo.git.notes(*args, commit)
+    with repo_lock(repo):
+        repo.git.notes(*args, commit)
 
 
 # -- commits without touching the user's index ------------------------------------------------------
@@ -217,13 +242,130 @@ def commit_tree(repo: Repo, tree: str, parent: str, message: str) -> str:
 
 
 def move_branch(repo: Repo, branch: str, new: str, old: str | None, message: str) -> None:
-    """Compare-and-swap `branch` to `new`; when it is checked out, its index and work tree follow
-    (a two-tree `read-tree -m -u`, which refuses rather than overwrites local changes)."""
+    """Compare-and-swap `branch` to `new`; when it is checked out, its index and work tree follow.
+
+    A checked-out branch never moves under its index: HEAD is detached at `old` first (no file
+    changes), the ref moves, then `git checkout` brings index and files along. Every crash point
+    leaves HEAD, index and files agreeing with each other, and a journal that `recover` rolls
+    forward. A move that local changes or untracked files would block is refused before anything
+    moves (`read-tree -n`, git's own dry run of that checkout).
+    """
     ref = f"refs/heads/{branch}"
-    checked_out = old is not None and head_ref_name(repo) == ref
-    update_ref(repo, ref, new, old, message)
-    if checked_out:
-        repo.git.read_tree("-m", "-u", old, new)
+    with repo_lock(repo):
+        if old is None or head_ref_name(repo) != ref:
+            update_ref(repo, ref, new, old, message)
+            return
+        try:
+            repo.git.read_tree("-m", "-u", "-n", old, new)
+        except GitCommandError as exc:
+            raise CampaignError(
+                f"{branch} cannot move to {new[:12]}: {exc.stderr.strip()}; nothing was moved",
+                "commit or set aside the files it names (`git stash -u`), then run the command again",
+            ) from exc
+        _write_journal(repo, {"branch": branch, "old": old, "new": new, "message": message})
+        fault_point("move:journaled")
+        repo.git.checkout("-q", "--detach")
+        fault_point("move:detached")
+        try:
+            update_ref(repo, ref, new, old, message)
+        except CampaignError as exc:
+            _journal_path(repo).unlink()
+            raise CampaignError(
+                exc.message + f"; HEAD was left detached at {old[:12]}", f"`git checkout {branch}`"
+            ) from exc
+        fault_point("move:ref-moved")
+        repo.git.checkout("-q", branch)
+        _journal_path(repo).unlink()
+
+
+def _journal_path(repo: Repo) -> Path:
+    return common_dir(repo) / "campaign" / "move-journal.json"
+
+
+def _write_journal(repo: Repo, entry: dict[str, str]) -> None:
+    path = _journal_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(json.dumps({**entry, "pid": os.getpid(), "git_dir": repo.git_dir}))
+    scratch.replace(path)
+
+
+def recover(repo: Repo) -> list[str]:
+    """Finish what a killed command left: a journalled branch move is rolled forward, scratch
+    worktrees and harness processes of dead commands are removed. Returns what was done."""
+    done: list[str] = []
+    with repo_lock(repo):
+        done += _finish_move(repo)
+        done += _sweep_worktrees(repo)
+        from gitcampaign.measure import sweep_orphans  # measure imports this module
+
+        done += sweep_orphans(repo)
+    return done
+
+
+def _finish_move(repo: Repo) -> list[str]:
+    path = _journal_path(repo)
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if _alive(int(entry.get("pid", 0))):
+        return []
+    branch, old, new = entry["branch"], entry["old"], entry["new"]
+    ref = f"refs/heads/{branch}"
+    # The killed command's `git checkout` may have died with it, holding the index lock.
+    Path(entry.get("git_dir", repo.git_dir), "index.lock").unlink(missing_ok=True)
+    if rev(repo, ref) == old:
+        if head_ref_name(repo) == ref:  # killed before HEAD was detached: detach, as the move would
+            repo.git.checkout("-q", "--detach")
+        update_ref(repo, ref, new, old, entry["message"])
+    if head_ref_name(repo) is None and rev(repo, "HEAD") in (old, new) and rev(repo, ref) == new:
+        try:
+            repo.git.checkout("-q", branch)
+        except GitCommandError as exc:
+            path.unlink()
+            raise CampaignError(
+                f"an interrupted command moved {branch} to {new[:12]} and left HEAD detached; "
+                f"checking it out now fails: {exc.stderr.strip()}",
+                f"set the files it names aside (`git stash -u`), then `git checkout {branch}`",
+            ) from exc
+    path.unlink()
+    return [f"finished the interrupted move of {branch} to {new[:12]}"]
+
+
+def _sweep_worktrees(repo: Repo) -> list[str]:
+    """Scratch worktrees whose campaign lock nobody holds belong to a command that was killed."""
+    base = common_dir(repo) / "campaign" / "worktrees"
+    done = []
+    for folder in sorted(base.glob("*")) if base.is_dir() else []:
+        if not _lock_is_free(repo, folder.name):
+            continue
+        for tree in sorted(folder.glob("*")):
+            remove_worktree(repo, tree)
+            done.append(f"removed the stale worktree {tree}")
+    return done
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fault_point(name: str) -> None:
+    """A step where the fault suite may kill this process (SIGKILL: no cleanup runs, as in a crash)."""
+    trace = os.environ.get(FAULT_TRACE_ENV)
+    if trace:
+        with open(trace, "a") as handle:
+            handle.write(name + "\n")
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def commit_files(
@@ -263,14 +405,23 @@ def commit_files(
             )
         tree = _git(repo, "write-tree", env=env)
     commit = commit_tree(repo, tree, base, message)
-    for notes_ref, content in (notes or {}).items():
-        write_note(repo, notes_ref, commit, content)
-    move_branch(repo, branch, commit, old, f"campaign: {message.splitlines()[0]}")
+    with repo_lock(repo):
+        for notes_ref, content in (notes or {}).items():
+            # The commit is new and on no branch yet; a note already on it can only come from a run
+            # killed before its branch moved (same tree, parent, message and second), so replace it.
+            write_note(repo, notes_ref, commit, content, replace=True)
+            fault_point(f"commit:noted-{notes_ref.rsplit('/', 1)[-1]}")
+        move_branch(repo, branch, commit, old, f"campaign: {message.splitlines()[0]}")
     return commit
 
 
 def changed_paths(repo: Repo, old: str, new: str) -> list[str]:
     out = repo.git.diff("--name-only", "--no-renames", old, new)
+    return [line for line in out.splitlines() if line]
+
+
+def added_paths(repo: Repo, old: str, new: str) -> list[str]:
+    out = repo.git.diff("--name-only", "--no-renames", "--diff-filter=A", old, new)
     return [line for line in out.splitlines() if line]
 
 
@@ -348,13 +499,26 @@ def remove_worktree(repo: Repo, path: Path) -> None:
 # -- locking ----------------------------------------------------------------------------------------
 
 
+def _lock_file(repo: Repo, campaign: str) -> Path:
+    lock_dir = common_dir(repo) / "campaign"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    return lock_dir / f"{campaign.replace('/', '_')}.lock"
+
+
+def _lock_is_free(repo: Repo, campaign: str) -> bool:
+    with open(_lock_file(repo, campaign), "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
 @contextmanager
 def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
     """One mutating command per campaign; released by the OS even when the process is killed."""
-    lock_dir = common_dir(repo) / "campaign"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    lock_path = lock_dir / f"{campaign.replace('/', '_')}.lock"
-    with open(lock_path, "a+") as handle:
+    with open(_lock_file(repo, campaign), "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -372,6 +536,45 @@ def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
             yield
         finally:
             handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_held_repo_locks: dict[str, int] = {}
+
+
+@contextmanager
+def repo_lock(repo: Repo) -> Iterator[None]:
+    """Everything that writes shared refs, notes, the index or the work tree, across campaigns,
+    worktrees and processes of one repository. Held for seconds, never across a measurement, so a
+    second writer waits for it instead of failing; re-entrant within a process."""
+    key = str(common_dir(repo).resolve())
+    if _held_repo_locks.get(key):
+        _held_repo_locks[key] += 1
+        try:
+            yield
+        finally:
+            _held_repo_locks[key] -= 1
+        return
+    path = common_dir(repo) / "campaign" / "repository.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + REPO_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise CampaignError(
+                        f"the repository stayed locked for {REPO_LOCK_WAIT_S:g} s by another campaign command",
+                        "wait for it to finish (`ps` shows it), then run the command again",
+                    ) from None
+                time.sleep(0.02)
+        _held_repo_locks[key] = 1
+        try:
+            yield
+        finally:
+            _held_repo_locks[key] = 0
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

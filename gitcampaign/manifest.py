@@ -119,6 +119,33 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+# What a hand edit may set: a harness process, pairs and iterations a person could wait for.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "pairs": (1, 50),
+    "max_iterations": (1, 10_000),
+    "harness_timeout_s": (1, 7 * 24 * 3600),
+    "min_gain": (0.0, 1.0),
+}
+# Fixed at BASELINE: every later decision is measured and compared against these.
+FROZEN = (
+    "name",
+    "target_op",
+    "primary_metric",
+    "target_shapes",
+    "quick_command",
+    "representative_shapes",
+    "csv_header",
+    "csv_header_sha256",
+    "protected_paths",
+    "noise_floor",
+)
+
+
+def frozen_changes(baseline: Manifest, current: Manifest) -> list[str]:
+    """The frozen fields that differ from the manifest the baseline committed."""
+    return [name for name in FROZEN if getattr(baseline, name) != getattr(current, name)]
+
+
 def parse_manifest(text: bytes | str, source: str) -> Manifest:
     """Parse and validate; every error names the field and how to fix it."""
     hint = f"fix {source} by hand, or restore it with `git checkout -- {source}`"
@@ -157,8 +184,18 @@ def parse_manifest(text: bytes | str, source: str) -> Manifest:
         raise CampaignError(
             f"{source}: workspace paths are given exactly when execution_mode is workspace", hint
         )
-    if data["pairs"] < 1 or data["max_iterations"] < 1:
-        raise CampaignError(f"{source}: pairs and max_iterations must be at least 1", hint)
+    for name, (low, high) in BOUNDS.items():
+        value = data.get(name)
+        if value is not None and not low <= value <= high:
+            raise CampaignError(f"{source}: {name} = {value!r} is outside [{low}, {high}]", hint)
+    header, digest = data.get("csv_header"), data.get("csv_header_sha256")
+    if (header is None) != (digest is None) or (
+        header is not None and sha256_bytes(header.encode()) != digest
+    ):
+        raise CampaignError(
+            f"{source}: csv_header does not match csv_header_sha256 (the header frozen at BASELINE was edited)",
+            hint,
+        )
     noise = data.get("noise_floor")
     if noise is not None:
         if not isinstance(noise.get("aggregate"), (int, float)) or not isinstance(noise.get("shapes"), dict):

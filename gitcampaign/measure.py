@@ -4,13 +4,15 @@ from their own git worktrees (B A A B ...) so that drift between runs cancels in
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import shlex
+import secrets
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,10 @@ from gitcampaign.shapes import Shape, dump_shapes
 
 INCUMBENT = "incumbent"
 CANDIDATE = "candidate"
+# Every process a command starts carries this variable (inherited by its children), so the next
+# command can find and stop what a killed one left running.
+RUN_TOKEN_ENV = "GITCAMPAIGN_RUN"
+SHIELD_DIR = Path(__file__).resolve().parent / "shield"
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,12 @@ def run_quick(
     shapes_file.write_text(dump_shapes(job.shapes))
     log_path = out_csv.with_suffix(".log")
     out_csv.unlink(missing_ok=True)
-    command = f"{job.command} --summary-csv {shlex.quote(str(out_csv))} --shapes-file {shlex.quote(str(shapes_file))}"
+    args = ["--summary-csv", str(out_csv), "--shapes-file", str(shapes_file)]
+    command = f"{job.command} --summary-csv {out_csv} --shapes-file {shapes_file}"  # shown, never run
     labels = [shape.label for shape in job.shapes]
     with (progress or Progress.silent()).harness_run(what, labels, log_path):
         code = run_logged(
-            command, worktree, log_path, job.timeout_s, "quick command", triton_cache_env(worktree)
+            job.command, worktree, log_path, job.timeout_s, "quick command", triton_cache_env(worktree), args
         )
     if code not in (0, 1):
         meaning = "no GPU for a GPU-only op" if code == 2 else "it crashed"
@@ -91,34 +98,134 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
 
 
 def run_logged(
-    command: str, cwd: Path, log_path: Path, timeout_s: float, what: str, env: dict[str, str] | None = None
+    command: str,
+    cwd: Path,
+    log_path: Path,
+    timeout_s: float,
+    what: str,
+    env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> int:
-    """Run a shell command with its output in `log_path` (`env` on top of the tool's environment);
-    a hang is killed with its whole group. `cwd` comes first on PYTHONPATH, so Python imports the
-    tree being measured (see tool_env)."""
+    """Run the manifest's shell `command` with `args` appended, its output in `log_path` (`env` on
+    top of the tool's environment, whose PYTHONPATH puts `cwd` first: see tool_env).
+
+    The arguments reach the command as "$@" of `sh -c`, never as shell text, so a path holding
+    spaces, `;` or `$(...)` stays one argument. The process gets its own group (a hang is killed
+    with all its children), dies with this process on Linux (PR_SET_PDEATHSIG), and is registered
+    so that the next command stops it if this one was killed before it could.
+    """
+    token = secrets.token_hex(8)
+    env = {**tool_env(cwd), **(env or {}), RUN_TOKEN_ENV: token}
+    # Standard-library names resolve to the standard library first (gitcampaign/shield): a round
+    # cannot change what the harness computes by adding `statistics.py` on its import path.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIELD_DIR), env.get("PYTHONPATH")]))
+    shown = " ".join([command, *args])
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            command,
-            shell=True,
+            ["/bin/sh", "-c", f'{command} "$@"', "sh", *args],
             cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**tool_env(cwd), **(env or {})},
+            env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+        registry = _register(cwd, process.pid, token)
         try:
+            g.fault_point("measure:harness-started")
             return process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process.pid)
             process.wait()
             raise CampaignError(
                 f"the {what} did not finish within {timeout_s:g} s and was stopped; nothing was recorded\n"
-                f"command: {command}\nlast lines of {log_path}:\n{tail(log_path)}",
+                f"command: {shown}\nlast lines of {log_path}:\n{tail(log_path)}",
                 "find the hang by running it by hand, or raise harness_timeout_s in the manifest (--timeout)",
             ) from None
         except BaseException:
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process.pid)
+            process.wait()
             raise
+        finally:
+            _kill_group(process.pid)  # children the command left behind after it exited
+            registry.unlink(missing_ok=True)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _kill_group(pgid: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _procs_dir(cwd: Path) -> Path:
+    repo = g.open_repo(cwd)
+    return g.common_dir(repo) / "campaign" / "procs"
+
+
+def _register(cwd: Path, pgid: int, token: str) -> Path:
+    folder = _procs_dir(cwd)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{pgid}.json"
+    path.write_text(json.dumps({"owner": os.getpid(), "pgid": pgid, "token": token}))
+    return path
+
+
+def sweep_orphans(repo: Repo) -> list[str]:
+    """Stop the processes of commands that died without stopping them (their owner is gone)."""
+    folder = g.common_dir(repo) / "campaign" / "procs"
+    done = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        if _owner_alive(int(entry["owner"])):
+            continue
+        stopped = _kill_tagged(str(entry["token"]), int(entry["pgid"]))
+        if stopped:
+            done.append(f"stopped {stopped} process(es) left running by a killed command")
+        path.unlink(missing_ok=True)
+    return done
+
+
+def _owner_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_tagged(token: str, pgid: int) -> int:
+    """Kill every process whose environment carries `token` (Linux: /proc), else the group."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        _kill_group(pgid)
+        return 0
+    marker = f"{RUN_TOKEN_ENV}={token}".encode()
+    killed = 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
 
 
 def tail(path: Path, lines: int = 15) -> str:

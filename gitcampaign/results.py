@@ -14,6 +14,18 @@ from dataclasses import dataclass
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
 
+# Ceilings no single GPU reaches (B200 dense FP4 is about 10 PFLOP/s, HBM3e about 8 TB/s): a figure
+# above one comes from a broken timer (a 1e-12 ms "kernel"), not from a fast kernel.
+MAX_TFLOPS = 20_000.0
+MAX_GBS = 100_000.0
+_CEILINGS = {
+    "Forward TFLOPS": MAX_TFLOPS,
+    "Backward TFLOPS": MAX_TFLOPS,
+    C.METRIC_STEP: MAX_TFLOPS,
+    C.METRIC_GBS: MAX_GBS,
+    C.METRIC_BWD_GBS: MAX_GBS,
+}
+
 
 @dataclass(frozen=True)
 class BenchRow:
@@ -87,7 +99,9 @@ def parse_csv(
                 f"{source}: line {number}: Check {check!r} is not PASS/FAIL/ERROR", "fix the harness"
             )
         values = {name: _number(cell) for name, cell in cells.items() if name not in ("label", "Check")}
-        rows.append(BenchRow(cells["label"], check, values))
+        row = BenchRow(cells["label"], check, values)
+        _require_plausible(row, f"{source}: line {number}")
+        rows.append(row)
     if expected_labels is not None:
         got = [row.label for row in rows]
         if got != expected_labels:
@@ -98,6 +112,27 @@ def parse_csv(
                 "the harness must write one row per shape, in order; run it by hand to see why",
             )
     return BenchTable(header, rows, raw)
+
+
+def _require_plausible(row: BenchRow, where: str) -> None:
+    """Figures a harness reports (and the step TFLOPS derived from them) must be physically possible."""
+    figures = {name: row.values[name] for name in _CEILINGS if name in row.values}
+    times = [name for name in row.values if name.endswith("(ms)")]
+    if times and all(name in row.values for name in ("M", "N", "K")):
+        figures[C.METRIC_STEP] = row.metric(C.METRIC_STEP)
+    for name, value in figures.items():
+        if math.isfinite(value) and not 0 <= value <= _CEILINGS[name]:
+            raise CampaignError(
+                f"{where}: {row.label} {name} = {value:.6g} is outside [0, {_CEILINGS[name]:g}], beyond any GPU:"
+                " the harness's timing is broken; nothing was recorded",
+                "run the quick command by hand and check its timer (a time of 0 or 1e-12 ms is not a measurement)",
+            )
+    negative = [name for name in times if row.values[name] < 0]
+    if negative:
+        raise CampaignError(
+            f"{where}: {row.label} has negative times ({', '.join(negative)}); nothing was recorded",
+            "run the quick command by hand and check its timer",
+        )
 
 
 def require_header(header: str, frozen: str, source: str) -> None:

@@ -216,9 +216,11 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
                 raise CampaignError(f"{where} has no {field!r}", f"add {field} to every shape")
         for field in ("M", "N", "K", "B"):
             value = entry.get(field)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            # At least 1: a shape with no work has no time and no throughput (a NaN baseline);
+            # an empty expert is a group of 0 rows inside B, not a shape of M = 0.
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise CampaignError(
-                    f"{where}: {field} = {value!r} is not a non-negative integer", "fix the value"
+                    f"{where}: {field} = {value!r} is not a positive integer", "fix the value"
                 )
         dist = entry.get("dist")
         if dist is not None and dist not in DISTRIBUTIONS:

@@ -2,13 +2,21 @@
 
 A re-measurement, an override or a resumed ref move adds a document; nothing is overwritten.
 The last document carrying a `decision` is the round's standing decision.
+
+Notes are plain git objects anyone can write, so a document is read in isolation (a malformed one
+is skipped, never fatal to another campaign) and a decision counts only when it agrees with what
+git records: the commit it names, that commit's parent (the incumbent) and tree, the CSV note blob
+it was decided from, and the ratio its own samples give (`inconsistency`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -17,6 +25,7 @@ from git import Repo
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
+from gitcampaign.errors import CampaignError
 
 PHASE_BASELINE = "BASELINE"
 PHASE_VALIDATE = "VALIDATE"
@@ -31,10 +40,35 @@ def now() -> str:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
+_DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
+DECISIONS = (C.DECISION_BASELINE, C.DECISION_ACCEPT, C.DECISION_ACCEPT_WITH_NOTE, C.DECISION_REJECT)
+
+
 def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
+    """The well-formed documents of a stream, each parsed alone: one hand-broken document (invalid
+    YAML, a decision that is not one) is skipped without hiding the others."""
     if not raw:
         return []
-    return [doc for doc in yaml.load_all(raw.decode(), Loader=_LOADER) if isinstance(doc, dict)]
+    documents = []
+    for part in _DOCUMENT_START.split(raw.decode(errors="replace")):
+        if not part.strip():
+            continue
+        try:
+            doc = yaml.load(part, Loader=_LOADER)
+        except yaml.YAMLError:
+            continue
+        if _well_formed(doc):
+            documents.append(doc)
+    return documents
+
+
+def _well_formed(doc: object) -> bool:
+    if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+        return False
+    number, decision = doc.get("round"), doc.get("decision")
+    return (number is None or (isinstance(number, int) and not isinstance(number, bool))) and (
+        decision is None or decision in DECISIONS
+    )
 
 
 def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
@@ -43,7 +77,7 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any
     Blob ids name their content, so a cached entry can never be stale; it keeps `log` and `status`
     fast on campaigns with hundreds of rounds.
     """
-    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache.json"
+    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache-v2.json"
     try:
         cache: dict[str, list[dict[str, Any]]] = json.loads(cache_path.read_text())
     except (OSError, ValueError):
@@ -80,17 +114,120 @@ def render(document: dict[str, Any]) -> bytes:
 
 
 def append(repo: Repo, commit: str, document: dict[str, Any]) -> None:
-    """Add one document to the commit's verdict stream, keeping every earlier byte."""
-    existing = g.read_note(repo, C.NOTES_VERDICT, commit)
-    if existing is None:
-        g.write_note(repo, C.NOTES_VERDICT, commit, render(document))
-    else:
-        g.write_note(repo, C.NOTES_VERDICT, commit, existing + render(document), replace=True)
+    """Add one document to the commit's verdict stream, keeping every earlier byte (read and write
+    under the repository lock, so a concurrent writer cannot slip in between)."""
+    with g.repo_lock(repo):
+        existing = g.read_note(repo, C.NOTES_VERDICT, commit)
+        if existing is None:
+            g.write_note(repo, C.NOTES_VERDICT, commit, render(document))
+        else:
+            if not existing.endswith(b"\n"):
+                existing += b"\n"  # a hand-edited note without a final newline must not glue onto ours
+            g.write_note(repo, C.NOTES_VERDICT, commit, existing + render(document), replace=True)
 
 
-def write_csv_note(repo: Repo, notes_ref: str, commit: str, raw: bytes) -> bool:
-    """Attach the CSV byte for byte unless the commit already has one (a CSV note is never replaced)."""
-    if g.read_note(repo, notes_ref, commit) is not None:
-        return False
-    g.write_note(repo, notes_ref, commit, raw)
-    return True
+def write_csv_note(repo: Repo, notes_ref: str, commit: str, raw: bytes) -> dict[str, str]:
+    """Attach the CSV byte for byte; returns {ref, blob} for the verdict to name.
+
+    A CSV note that a verdict names is never replaced. One that no verdict names was left by a run
+    killed before it decided: the new measurement replaces it (its bytes stay in the notes ref's
+    history), so the note always agrees with the verdict decided from it."""
+    with g.repo_lock(repo):
+        blobs = g.note_blobs(repo, notes_ref)
+        existing = blobs.get(commit)
+        named = {
+            (doc.get("csv_note") or {}).get("blob")
+            for doc in read(repo, commit)
+            if isinstance(doc.get("csv_note"), dict)
+        }
+        if existing is not None and existing in named:
+            raise CampaignError(
+                f"{commit[:12]} already has the {notes_ref} note a verdict was decided from",
+                "a CSV note a verdict names is never replaced; see it with `git campaign show`",
+            )
+        g.write_note(repo, notes_ref, commit, raw, replace=existing is not None)
+        return {"ref": notes_ref, "blob": g.note_blobs(repo, notes_ref)[commit]}
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    """What git records about an annotated commit, against which its verdicts are checked."""
+
+    tree: str
+    parent: str | None
+    csv_blobs: dict[str, str]  # notes ref -> blob of this commit's CSV note
+
+
+def commit_facts(repo: Repo, commits: list[str]) -> dict[str, CommitFacts]:
+    """Tree, first parent and CSV note blobs of many commits, in a fixed number of git calls."""
+    if not commits:
+        return {}
+    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
+    csv_notes = {ref: g.note_blobs(repo, ref) for ref in (C.NOTES_BENCH, C.NOTES_FULL)}
+    facts = {}
+    for line in out.splitlines():
+        sha, tree, *parents = line.split()
+        facts[sha] = CommitFacts(
+            tree,
+            parents[0] if parents else None,
+            {ref: blobs[sha] for ref, blobs in csv_notes.items() if sha in blobs},
+        )
+    return facts
+
+
+def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -> str | None:
+    """Why `doc` cannot stand as a decision on `commit`, or None when git's records back it.
+
+    Not a signature: whoever can write every note consistently can also move refs by hand. It
+    stops a note copied by a rebase, a hand-written or edited verdict and a CSV from another run.
+    """
+    if facts is None:
+        return "the commit is not in this repository"
+    phase, decision = doc.get("phase"), doc.get("decision")
+    if phase == PHASE_BASELINE:
+        return None if doc.get("measured_commit") == facts.parent else "not measured on this commit's parent"
+    if doc.get("commit") != commit:
+        return (
+            f"it names commit {str(doc.get('commit'))[:12]} (copied by a rebase or amend, or written by hand)"
+        )
+    if phase == PHASE_OVERRIDE and decision not in C.ACCEPTED:
+        return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
+    if doc.get("incumbent") != facts.parent:
+        return "its incumbent is not the commit's parent"
+    if phase == PHASE_OVERRIDE:
+        return None
+    if phase != PHASE_VALIDATE:
+        return f"phase {phase!r} carries no round decision"
+    if doc.get("tree") != facts.tree:
+        return "its tree is not the commit's tree"
+    if decision not in C.ACCEPTED:
+        return None
+    note = doc.get("csv_note")
+    if not isinstance(note, dict) or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob"):
+        return "the CSV note it names is not the one on the commit"
+    return _samples_disagree(doc)
+
+
+def _samples_disagree(doc: dict[str, Any]) -> str | None:
+    """An accepted decision must follow from its own paired samples (ratio, interval above 1)."""
+    from gitcampaign.decision import PairSample, paired_stats
+
+    rows = doc.get("samples") or []
+    labels = sorted((doc.get("shapes") or {}).keys())
+    try:
+        samples = [PairSample(dict(r["incumbent"]), dict(r["candidate"]), int(r["session"])) for r in rows]
+        stats = paired_stats(samples, labels) if samples and labels else None
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):
+        stats = None
+    if stats is None:
+        return "an accepted decision without its paired samples"
+    recorded = [doc.get("ratio"), *(doc.get("ci") or [None, None])]
+    computed = [stats.ratio, *stats.ci]
+    if not all(
+        isinstance(r, (int, float)) and math.isclose(r, c, rel_tol=1e-6)
+        for r, c in zip(recorded, computed, strict=True)
+    ):
+        return "its ratio and interval are not what its samples give"
+    if not stats.ci[0] > 1.0:
+        return "its samples do not show a gain (interval not above 1)"
+    return None

@@ -83,32 +83,28 @@ def calibrate(
         records: dict[str, list[dict[str, Any]]] = {}
         with measure.worktrees(repo, campaign.name, {"calibrate": head}) as paths:
             for backend in dict.fromkeys(backends):
-                command = " ".join(
-                    shlex.quote(part)
-                    for part in (
-                        sys.executable,
-                        "-m",
-                        "gitcampaign.crosscheck",
-                        "--harness",
-                        harness,
-                        "--backend",
-                        backend,
-                        "--shapes-file",
-                        str(shapes_file),
-                        "--out",
-                        str(scratch / backend),
-                        *(["--forward-only"] if forward_only else []),
-                    )
-                )
+                # Paths reach the command as arguments, never as shell text (see run_logged).
+                command = f"{shlex.quote(sys.executable)} -m gitcampaign.crosscheck"
+                args = [
+                    "--harness",
+                    harness,
+                    "--backend",
+                    backend,
+                    "--shapes-file",
+                    str(shapes_file),
+                    "--out",
+                    str(scratch / backend),
+                    *(["--forward-only"] if forward_only else []),
+                ]
                 log = scratch / f"{backend}.log"
                 code = measure.run_logged(
-                    command, paths["calibrate"], log, 2 * manifest.harness_timeout_s, "calibration"
+                    command, paths["calibrate"], log, 2 * manifest.harness_timeout_s, "calibration", args=args
                 )
                 if code != 0:
                     meaning = "no CUDA GPU is visible" if code == 2 else f"it exited {code}"
                     raise CampaignError(
                         f"the calibration of the {backend} backend failed ({meaning}); nothing was recorded\n"
-                        f"command: {command}\nlast lines of {log}:\n{measure.tail(log)}",
+                        f"command: {command} {shlex.join(args)}\nlast lines of {log}:\n{measure.tail(log)}",
                         "calibrate on the GPU the campaign measures on",
                     )
                 records[backend] = json.loads((scratch / backend / f"{backend}.json").read_text())

@@ -334,11 +334,30 @@ def hooks_dir(repo: Repo) -> Path:
     return path if path.is_absolute() else root / path
 
 
+def _tracked(repo: Repo, paths: list[Path]) -> list[str]:
+    """Those of `paths` that are committed files of the work tree (`git ls-files`)."""
+    root = gitops.root(repo).resolve()
+    inside = [str(p.resolve().relative_to(root)) for p in paths if p.resolve().is_relative_to(root)]
+    if not inside:
+        return []
+    return [line for line in repo.git.ls_files("--", *inside).splitlines() if line]
+
+
 def install_hooks(repo_root: Path) -> list[str]:
     """Install the three hooks; a foreign hook already there is kept as `NAME.local` and run first.
     Idempotent: our own hook is rewritten in place, never chained to itself."""
     repo = gitops.open_repo(repo_root)
     directory = hooks_dir(repo)
+    tracked = _tracked(
+        repo, [directory / name for name in HOOK_NAMES] + [directory / f"{n}.local" for n in HOOK_NAMES]
+    )
+    if tracked:
+        raise CampaignError(
+            f"core.hooksPath points at {directory}, where {', '.join(tracked)} are committed files;"
+            " installing would rewrite them in everyone's checkout",
+            'call `git campaign hooks run NAME "$@"` from those committed hooks by hand (or use'
+            " .pre-commit-hooks.yaml); `git campaign prepare --no-hooks` skips this step",
+        )
     directory.mkdir(parents=True, exist_ok=True)
     actions = []
     for name in HOOK_NAMES:

@@ -11,7 +11,7 @@ from gitcampaign import git as g
 from gitcampaign.campaign import check_name
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, normalise_metric
-from gitcampaign.ops import OPS
+from gitcampaign.ops import OPS, OpInfo
 from gitcampaign.shapes import load_shapes
 from gitcampaign.verdict import now
 
@@ -70,6 +70,16 @@ def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
             "--target efficiency needs the hardware peak", "add --target peak=989 (TFLOP/s or GB/s)"
         )
     return target
+
+
+def _metrics_for(info: OpInfo) -> list[str]:
+    """The primary metrics an op's CSV can give: the ones its header has, plus the derived
+    Combined Step TFLOPS where it has forward and backward times."""
+    columns = info.header.split(",")
+    metrics = [m for m in (C.METRIC_FORWARD, C.METRIC_GBS, C.METRIC_BWD_GBS) if m in columns]
+    if "Forward Time (ms)" in columns and "Backward Time (ms)" in columns and "N" in columns:
+        metrics.append(C.METRIC_STEP)
+    return metrics
 
 
 def protected_paths(
@@ -136,8 +146,9 @@ def workspace_paths(repo_root: Path, mode: str, given: tuple[str, ...], commands
 
 def init(repo_path: Path, options: InitOptions) -> str:
     """Create the campaign; returns the commit that holds the manifest."""
-    name = check_name(options.name)
+    check_name(options.name)
     repo = g.open_repo(repo_path)
+    name = check_name(options.name, repo)
     root = g.root(repo)
     g.require_clean(repo, "start a campaign")
     head = g.rev(repo, "HEAD")
@@ -161,6 +172,11 @@ def init(repo_path: Path, options: InitOptions) -> str:
         if options.metric
         else (info.default_metric if info else C.METRIC_FORWARD)
     )
+    if info is not None and metric not in _metrics_for(info):
+        raise CampaignError(
+            f"metric {metric!r} does not fit op {options.op!r} (its harness reports {', '.join(_metrics_for(info))})",
+            f"pass --metric with one of those, or drop --metric for the op's default ({info.default_metric!r})",
+        )
     shapes = load_shapes(options.shapes)
     forward_only = " --forward-only" if metric == C.METRIC_FORWARD else ""
     quick_command = options.quick_command or f"python {builtin}{forward_only}"

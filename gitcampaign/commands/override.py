@@ -89,13 +89,10 @@ def accept(repo_path: Path, campaign_name: str | None, number: int | None, reaso
         assert entry.commit is not None
         commit = check_round_shape(campaign, entry.number, entry.commit, head)
         previous = entry.decision.get("decision", "none") if entry.decision else "none"
-        verdict.append(repo, commit, _document(campaign, entry, C.DECISION_ACCEPT, reason, head))
-        if entry.status == STATUS_REJECTED:
-            g.delete_ref(repo, C.rejected_ref(campaign.name, entry.number), commit)
-            round_ref = f"refs/heads/{campaign.round_branch(entry.number)}"
-            if g.rev(repo, round_ref) == head:
-                g.update_ref(repo, round_ref, commit, head, f"campaign: override accept round {entry.number}")
-        apply_decision(campaign, entry.number, commit, head, C.DECISION_ACCEPT)
+        with g.repo_lock(repo):  # noted, then applied; a kill in between is finished by `validate`
+            verdict.append(repo, commit, _document(campaign, entry, C.DECISION_ACCEPT, reason, head))
+            g.fault_point("override:noted")
+            apply_decision(campaign, entry.number, commit, head, C.DECISION_ACCEPT)
         return OverrideResult(entry.number, C.DECISION_ACCEPT, str(previous), commit)
 
 
@@ -121,8 +118,10 @@ def rollback(repo_path: Path, campaign_name: str | None, number: int | None, rea
         assert entry.commit is not None
         if entry.status == STATUS_OPEN:
             commit = check_round_shape(campaign, entry.number, entry.commit, head)
-            verdict.append(repo, commit, _document(campaign, entry, C.DECISION_REJECT, reason, head))
-            apply_decision(campaign, entry.number, commit, head, C.DECISION_REJECT)
+            with g.repo_lock(repo):
+                verdict.append(repo, commit, _document(campaign, entry, C.DECISION_REJECT, reason, head))
+                g.fault_point("override:noted")
+                apply_decision(campaign, entry.number, commit, head, C.DECISION_REJECT)
             return OverrideResult(entry.number, C.DECISION_REJECT, str(previous), commit)
         if entry.commit != head:
             raise CampaignError(
@@ -135,16 +134,10 @@ def rollback(repo_path: Path, campaign_name: str | None, number: int | None, rea
 def _revert_accepted(
     campaign: Campaign, entry: Round, head: str, reason: str, previous: str
 ) -> OverrideResult:
-    repo = campaign.repo
-    before = g.parent(repo, head)
+    before = g.parent(campaign.repo, head)
     assert before is not None
-    tree = repo.git.rev_parse(f"{before}^{{tree}}")
-    message = f"campaign {campaign.name}: roll back round {entry.number}\n\n{reason or 'manual rollback'}\n"
-    revert = g.commit_tree(repo, tree, head, message)
-    verdict.append(repo, head, _document(campaign, entry, C.DECISION_REJECT, reason, before))
-    g.checkout(repo, campaign.main_branch)
-    g.update_ref(
-        repo, C.rejected_ref(campaign.name, entry.number), head, None, "campaign: pin rolled-back round"
-    )
-    g.move_branch(repo, campaign.main_branch, revert, head, f"campaign: roll back round {entry.number}")
+    with g.repo_lock(campaign.repo):
+        verdict.append(campaign.repo, head, _document(campaign, entry, C.DECISION_REJECT, reason, before))
+        g.fault_point("override:noted")
+        apply_decision(campaign, entry.number, head, before, C.DECISION_REJECT, reason)
     return OverrideResult(entry.number, C.DECISION_REJECT, previous, head)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,15 +120,46 @@ def check_round_shape(campaign: Campaign, number: int, commit: str | None, incum
     return commit
 
 
-def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> dict[str, list[str]]:
-    """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
+IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")
+
+
+def protected_changes(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> list[str]:
+    """Protected files changed by the round, and what it added where the harness imports from.
+
+    Named files are hashed; the campaign folder is protected as a whole (a new file there counts);
+    so are the harness's import folders (each protected script's folder, and the repository root the
+    harness puts on `sys.path`): a new module or package there could shadow what the harness imports.
+    """
     protected = []
     for path, digest in manifest.protected_paths.items():
         content = g.read_file_at(repo, commit, path)
         if content is None or sha256_bytes(content) != digest:
             protected.append(path)
-    if g.read_file_at(repo, commit, manifest.path) != g.read_file_at(repo, incumbent, manifest.path):
-        protected.append(manifest.path)
+    folder = C.campaign_dir(manifest.name) + "/"
+    protected += [path for path in g.changed_paths(repo, incumbent, commit) if path.startswith(folder)]
+    import_dirs = {""} | {
+        f"{parent}/"
+        for path in manifest.protected_paths
+        if path.endswith(".py") and (parent := posixpath.dirname(path))
+    }
+    for path in g.added_paths(repo, incumbent, commit):
+        for base in import_dirs:
+            if not path.startswith(base):
+                continue
+            first, _, rest = path[len(base) :].partition("/")
+            new_module = not rest and first.endswith(IMPORTABLE)
+            new_package = (
+                rest.endswith(IMPORTABLE) and g.rev(repo, f"{incumbent}:{base}{first}", peel="") is None
+            )
+            if new_module or new_package:
+                protected.append(f"{path} (new on the harness's import path)")
+                break
+    return sorted(set(protected))
+
+
+def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> dict[str, list[str]]:
+    """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
+    protected = protected_changes(repo, manifest, incumbent, commit)
     static, suppressed, info = [], [], []
     for path in g.changed_paths(repo, incumbent, commit):
         content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
@@ -144,21 +176,59 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
     return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
 
 
-def apply_decision(campaign: Campaign, number: int, commit: str, incumbent: str, decision: str) -> None:
-    """Move refs for a noted decision; idempotent, so an interrupted run can be finished."""
+def apply_decision(
+    campaign: Campaign, number: int, commit: str, incumbent: str, decision: str, why: str = ""
+) -> None:
+    """Move refs for a noted decision; idempotent, so an interrupted run is finished by the next one.
+
+    ACCEPT: drop a rejection pin (a manual accept of a rejected round), then fast-forward main, but
+    only from the incumbent the round was measured against: if main moved, the decision is stale
+    and this says so (never ACCEPT over an unmoved main). REJECT: pin the commit first (so it is
+    never lost), then reset the round branch, or, for the accepted head, add a commit restoring the
+    tree before it (the accepted line is never rewritten).
+    """
     repo = campaign.repo
     round_ref = f"refs/heads/{campaign.round_branch(number)}"
-    if decision in C.ACCEPTED:
-        if g.rev(repo, campaign.main_ref) == incumbent:
-            g.move_branch(repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}")
-        g.checkout(repo, campaign.main_branch)
-        return
-    g.checkout(repo, campaign.main_branch)
     pin = C.rejected_ref(campaign.name, number)
-    if g.rev(repo, pin) is None:
-        g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
-    if g.rev(repo, round_ref) == commit:
-        g.update_ref(repo, round_ref, incumbent, commit, f"campaign: reset rejected round {number}")
+    with g.repo_lock(repo):
+        main = g.rev(repo, campaign.main_ref)
+        if decision in C.ACCEPTED:
+            if main not in (incumbent, commit):
+                raise stale_decision(campaign, number, incumbent, main)
+            if g.rev(repo, pin) == commit:
+                g.delete_ref(repo, pin, commit)
+                g.fault_point("apply:unpinned")
+            if g.rev(repo, round_ref) == incumbent:
+                g.update_ref(repo, round_ref, commit, incumbent, f"campaign: accept round {number}")
+            if main == incumbent:
+                g.move_branch(
+                    repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}"
+                )
+            g.checkout(repo, campaign.main_branch)
+            return
+        g.checkout(repo, campaign.main_branch)
+        if g.rev(repo, pin) is None:
+            g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
+        g.fault_point("apply:pinned")
+        # What a rejection restores is the commit's own parent, whatever a document claims.
+        parent = g.parent(repo, commit) or incumbent
+        if main == commit:
+            tree = repo.git.rev_parse(f"{parent}^{{tree}}")
+            message = f"campaign {campaign.name}: roll back round {number}\n\n{why or 'manual rollback'}\n"
+            revert = g.commit_tree(repo, tree, commit, message)
+            g.move_branch(repo, campaign.main_branch, revert, commit, f"campaign: roll back round {number}")
+        elif g.rev(repo, round_ref) == commit:
+            g.update_ref(repo, round_ref, parent, commit, f"campaign: reset rejected round {number}")
+
+
+def stale_decision(campaign: Campaign, number: int, incumbent: str, main: str | None) -> CampaignError:
+    branch = campaign.round_branch(number)
+    return CampaignError(
+        f"{campaign.main_branch} moved to {str(main)[:12]} while round {number} was measured against "
+        f"{incumbent[:12]}: the measurement no longer applies and nothing was moved",
+        f"rebase the round onto the new head (`git rebase {campaign.main_branch} {branch}`), then "
+        "`git campaign validate` measures it again",
+    )
 
 
 def validate(
@@ -259,10 +329,24 @@ def validate(
             started=started,
             finished=verdict.now(),
         )
-        if bench_raw is not None:
-            verdict.write_csv_note(repo, C.NOTES_FULL if full else C.NOTES_BENCH, commit, bench_raw)
-        verdict.append(repo, commit, document)
-        apply_decision(campaign, current.number, commit, incumbent, result.decision)
+        g.fault_point("validate:measured")
+        with g.repo_lock(repo):
+            # Refs may have moved during the measurement (another worktree, a hand commit on main):
+            # a decision is noted only while what it was measured against still stands.
+            if g.rev(repo, campaign.main_ref) != incumbent:
+                raise stale_decision(campaign, current.number, incumbent, g.rev(repo, campaign.main_ref))
+            if g.rev(repo, campaign.round_branch(current.number)) != commit:
+                raise CampaignError(
+                    f"{campaign.round_branch(current.number)} moved while it was measured; nothing was recorded",
+                    "`git campaign validate` measures its new commit",
+                )
+            if bench_raw is not None:
+                notes_ref = C.NOTES_FULL if full else C.NOTES_BENCH
+                document["csv_note"] = verdict.write_csv_note(repo, notes_ref, commit, bench_raw)
+                g.fault_point("validate:csv-noted")
+            verdict.append(repo, commit, document)
+            g.fault_point("validate:verdict-noted")
+            apply_decision(campaign, current.number, commit, incumbent, result.decision)
         return result
 
 
@@ -276,8 +360,21 @@ def _hypothesis_from_message(message: str) -> str:
 def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
     standing = pending.decision or {}
     assert pending.commit is not None
+    facts = verdict.commit_facts(campaign.repo, [pending.commit]).get(pending.commit)
+    reason = verdict.inconsistency(pending.commit, standing, facts)
+    if reason is not None:  # the lineage admits only consistent documents; checked again before refs move
+        raise CampaignError(
+            f"the decision noted on {pending.commit[:12]} is not backed by its measurement: {reason}",
+            "`git campaign rollback` discards the round, or remove the note (`git notes --ref "
+            f"{C.NOTES_VERDICT} remove {pending.commit[:12]}`) and validate again",
+        )
     apply_decision(
-        campaign, pending.number, pending.commit, str(standing["incumbent"]), str(standing["decision"])
+        campaign,
+        pending.number,
+        pending.commit,
+        str(standing["incumbent"]),
+        str(standing["decision"]),
+        "; ".join(str(note) for note in standing.get("notes") or []),
     )
     ci = standing.get("ci") or [None, None]
     return ValidateResult(
@@ -391,12 +488,13 @@ def _probe(
                 f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], out.with_suffix(".log")
             ):
                 code = run_logged(
-                    f"{manifest.probe_command} --json {out}",
+                    manifest.probe_command,
                     trees[role],
                     out.with_suffix(".log"),
                     manifest.harness_timeout_s,
                     "training probe",
                     triton_cache_env(trees[role]),
+                    args=["--json", str(out)],
                 )
             # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
             if role == CANDIDATE and code == 1 and out.exists():

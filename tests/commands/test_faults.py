@@ -1,0 +1,315 @@
+"""Kills at every step of validate, baseline, accept, rollback and report; races of two campaigns,
+two worktrees and two clones. After each: no note lost, refs and notes consistent, no stale lock
+or worktree, no orphan process, and the command `status` names finishes the job."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign import verdict
+from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign
+from gitcampaign.commands.baseline import baseline
+from gitcampaign.commands.init import init
+from gitcampaign.commands.validate import validate
+
+# Children are forked and checked through /proc: Linux, as in CI.
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from faultkit import (  # noqa: E402
+    KILLED,
+    assert_invariants,
+    assert_no_note_lost,
+    clone_state,
+    fast_fingerprint,  # noqa: F401 (autouse fixture)
+    next_command,
+    notes_state,
+    run,
+    trace_points,
+)
+from test_loop import NAME, commit_round, options  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fake_project import git, make_project, set_kernel  # noqa: E402
+
+
+def _round(speed: float) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        baseline(root, None)
+        commit_round(root, f"speed {speed}", speed)
+
+    return build
+
+
+def _decided(speed: float) -> Callable[[Path], None]:
+    def build(root: Path) -> None:
+        _round(speed)(root)
+        validate(root, None)
+
+    return build
+
+
+def main_sha(root: Path) -> str:
+    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+
+
+def round_status(root: Path, number: int) -> str:
+    _, rounds = Campaign(g.open_repo(root), NAME).lineage()
+    return next(r.status for r in rounds if r.number == number)
+
+
+def accepted_round_2(root: Path) -> None:
+    assert round_status(root, 2) == STATUS_ACCEPTED
+    assert main_sha(root) == git(root, "rev-parse", C.round_branch(NAME, 2)).strip()
+
+
+def rejected_round_2(root: Path) -> None:
+    assert round_status(root, 2) == STATUS_REJECTED
+    assert g.rev(g.open_repo(root), C.rejected_ref(NAME, 2)) is not None
+
+
+def has_baseline(root: Path) -> None:
+    assert Campaign(g.open_repo(root), NAME).require_baseline().noise_floor is not None
+
+
+def rolled_back(root: Path) -> None:
+    rejected_round_2(root)
+    pin = git(root, "rev-parse", C.rejected_ref(NAME, 2)).strip()
+    assert git(root, "rev-parse", f"{C.main_branch(NAME)}^").strip() == pin
+    assert git(root, "rev-parse", f"{C.main_branch(NAME)}^{{tree}}") == git(
+        root, "rev-parse", f"{pin}^^{{tree}}"
+    )
+
+
+def reported(root: Path) -> None:
+    report_file = f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_FILE}"
+    assert g.rev(g.open_repo(root), report_file, peel="") is not None
+
+
+def _holds(check: Callable[[Path], None], root: Path) -> bool:
+    try:
+        check(root)
+    except AssertionError:
+        return False
+    return True
+
+
+# (command, how the repository is prepared, what must hold once the command (or its recovery) is done)
+SCENARIOS = {
+    "validate-accept": (["validate"], _round(150), accepted_round_2),
+    "validate-reject": (["validate"], _round(50), rejected_round_2),
+    "baseline": (["baseline"], lambda root: None, has_baseline),
+    "accept": (["accept", "2"], _decided(90), accepted_round_2),
+    "rollback": (["rollback", "2"], _decided(150), rolled_back),
+    "report": (["report", "--force"], _decided(150), reported),
+}
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One prepared repository per scenario, built once and copied for every kill."""
+    from tests.conftest import HERMETIC_GIT_ENV
+
+    built = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in HERMETIC_GIT_ENV.items():
+            patch.setenv(key, value)
+        patch.setattr("gitcampaign.envinfo.fingerprint", lambda timeout_s=120.0: {"torch": "stub"})
+        for name, (_, build, _) in SCENARIOS.items():
+            root = make_project(tmp_path_factory.mktemp(name) / "proj")
+            patch.chdir(root)
+            init(root, options())
+            build(root)
+            built[name] = root
+    return built
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_kill_at_every_step(scenario: str, templates: dict[str, Path], tmp_path: Path) -> None:
+    """SIGKILL at each fault point the command passes; then `status` names the command that
+    finishes the job, and following it ends where an uninterrupted run ends."""
+    argv, _, finished = SCENARIOS[scenario]
+    points = trace_points(templates[scenario], tmp_path / "trace", argv)
+    assert len(points) >= 3, points
+    for index, point in enumerate(points):
+        root = clone_state(templates[scenario], tmp_path / f"kill{index}")
+        before = notes_state(root)
+        code, stderr = run(root, argv, fault=point)
+        assert code == KILLED, f"{point}: {stderr}"
+        hint = next_command(root)  # status finishes an interrupted ref move, and must itself succeed
+        assert_no_note_lost(before, notes_state(root))
+        if hint or not _holds(finished, root):
+            code, stderr = run(root, hint or argv)
+            assert code == 0, f"after a kill at {point}, `{' '.join(hint or argv)}` failed: {stderr}"
+        finished(root)
+        assert_invariants(root, NAME)
+        assert_no_note_lost(before, notes_state(root))
+
+
+def test_killed_harness_is_stopped(templates: dict[str, Path], tmp_path: Path) -> None:
+    """A validate killed mid-measurement leaves no harness running (PR_SET_PDEATHSIG), and the
+    next command sweeps whatever survived (the registry of process groups)."""
+    root = clone_state(templates["validate-accept"], tmp_path / "p")
+    os.environ["BENCH_MODE"] = "hang"
+    try:
+        code, _ = run(root, ["validate", "--timeout", "20"], fault="measure:harness-started")
+    finally:
+        del os.environ["BENCH_MODE"]
+    assert code == KILLED
+    assert run(root, ["status"])[0] == 0
+    assert_invariants(root, NAME)
+
+
+def test_sigterm_stops_cleanly_with_a_message(templates: dict[str, Path], tmp_path: Path) -> None:
+    import signal
+    import time
+
+    root = clone_state(templates["validate-accept"], tmp_path / "p")
+    os.environ["BENCH_MODE"] = "hang"
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 98
+        try:
+            os.dup2(write_end, 2)
+            sys.stderr = os.fdopen(2, "w", buffering=1)
+            from gitcampaign.cli import main
+
+            code = main(["-C", str(root), "validate"])
+        finally:
+            os._exit(code)
+    del os.environ["BENCH_MODE"]
+    os.close(write_end)
+    from faultkit import processes_under
+
+    for _ in range(300):  # until the harness runs
+        if processes_under(root):
+            break
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end) as pipe:
+        stderr = pipe.read()
+    assert os.WEXITSTATUS(status) == 143
+    assert "terminated (SIGTERM)" in stderr and "git campaign status" in stderr
+    assert processes_under(root) == []
+    assert_invariants(root, NAME)
+
+
+def _race(roots_and_args: list[tuple[Path, list[str]]]) -> list[tuple[int | str, str]]:
+    """Start the commands at once (forked children), wait for all."""
+    import threading
+
+    results: list[tuple[int | str, str]] = [(-1, "")] * len(roots_and_args)
+
+    def one(index: int, root: Path, argv: list[str]) -> None:
+        results[index] = run(root, argv)
+
+    threads = [threading.Thread(target=one, args=(i, r, a)) for i, (r, a) in enumerate(roots_and_args)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_note_writers_racing_lose_nothing(tmp_path: Path) -> None:
+    """Eight processes append verdict documents and CSV notes at once: all 40 survive (plain
+    `git notes add` has no compare-and-swap; the repository lock serialises every writer)."""
+    root = make_project(tmp_path / "p")
+    commits = []
+    for index in range(8):
+        (root / f"f{index}").write_text(str(index))
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", f"c{index}")
+        commits.append(git(root, "rev-parse", "HEAD").strip())
+    pids = []
+    for index in range(8):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                repo = g.open_repo(root)
+                for step in range(4):
+                    verdict.append(repo, commits[step], {"campaign": "race", "round": 2, "writer": index})
+                verdict.write_csv_note(repo, C.NOTES_BENCH, commits[index], f"csv {index}\n".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    assert all(os.waitpid(pid, 0)[1] == 0 for pid in pids)
+    repo = g.open_repo(root)
+    writers = [doc["writer"] for commit in commits[:4] for doc in verdict.read(repo, commit)]
+    assert sorted(writers) == sorted(list(range(8)) * 4)
+    assert all(g.read_note(repo, C.NOTES_BENCH, commits[i]) == f"csv {i}\n".encode() for i in range(8))
+
+
+def _two_campaign_repo(root: Path) -> None:
+    make_project(root)
+    os.chdir(root)
+    for name in ("one", "two"):
+        git(root, "checkout", "-q", "main")
+        init(root, options(name=name))
+        baseline(root, name)
+    for name, speed in (("one", 150), ("two", 50)):
+        from gitcampaign.commands.round import open_round
+
+        git(root, "checkout", "-q", C.main_branch(name))
+        open_round(root, name, f"speed {speed}")
+        set_kernel(root, speed)
+        git(root, "commit", "-q", "-am", f"Hypothesis: h\nChange: speed {speed}")
+
+
+def test_two_campaigns_validating_at_once(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _two_campaign_repo(root)
+    git(root, "checkout", "-q", C.main_branch("one"))
+    results = _race([(root, ["-c", "one", "validate"]), (root, ["-c", "two", "validate"])])
+    assert [code for code, _ in results] == [0, 0], results
+    repo = g.open_repo(root)
+    one = Campaign(repo, "one").lineage()[1][0]
+    two = Campaign(repo, "two").lineage()[1][0]
+    assert (one.status, two.status) == (STATUS_ACCEPTED, STATUS_REJECTED)
+    for entry in (one, two):
+        assert entry.commit and verdict.read(repo, entry.commit)
+        assert g.read_note(repo, C.NOTES_BENCH, entry.commit) is not None
+    for name in ("one", "two"):
+        assert_invariants(root, name)
+
+
+def test_two_worktrees_racing(tmp_path: Path) -> None:
+    """Linked worktrees share refs and notes: the lock lives in the common git dir."""
+    root = tmp_path / "p"
+    _two_campaign_repo(root)
+    other = tmp_path / "second worktree"
+    git(root, "checkout", "-q", C.main_branch("one"))
+    git(root, "worktree", "add", "-q", str(other), C.round_branch("two", 2))
+    results = _race([(root, ["-c", "one", "validate"]), (other, ["-c", "two", "validate"])])
+    assert [code for code, _ in results] == [0, 0], results
+    repo = g.open_repo(root)
+    assert Campaign(repo, "one").lineage()[1][0].status == STATUS_ACCEPTED
+    assert Campaign(repo, "two").lineage()[1][0].status == STATUS_REJECTED
+    assert_invariants(root, "one")
+    assert_invariants(other, "two")
+
+
+def test_two_clones_racing(templates: dict[str, Path], tmp_path: Path) -> None:
+    """Clones sharing objects (`clone --shared`) keep their own refs, notes and locks."""
+    first = clone_state(templates["validate-accept"], tmp_path / "first")
+    second = tmp_path / "second"
+    git(tmp_path, "clone", "-q", "--shared", str(first), str(second))
+    git(second, "branch", "-q", C.main_branch(NAME), f"origin/{C.main_branch(NAME)}")
+    git(second, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
+    assert git(second, "symbolic-ref", "--short", "HEAD").strip() == C.round_branch(NAME, 2)
+    results = _race([(first, ["validate"]), (second, ["validate"])])
+    assert [code for code, _ in results] == [0, 0], results
+    for root in (first, second):
+        accepted_round_2(root)
+        assert_invariants(root, NAME)

@@ -527,7 +527,7 @@ def _probe(
     document["probe"] = {
         "step_ms": medians,
         "speedup": round(speedup, 6),
-        "loss": {role: [run["loss"] for run in done] for role, done in runs.items()},
+        "loss": {role: [run.get("loss") for run in done] for role, done in runs.items()},
         "diverged": diverged,
     }
 

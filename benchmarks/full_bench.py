@@ -2,7 +2,7 @@
 
     python benchmarks/full_bench.py --op gemm --shapes llama3.1-8b --csv full.csv
 
-Its roles (HANDOFF.md "Quick validation"): pick the campaign's representative shapes and do the
+Its roles (`benchmark_command`, docs/design.md): pick the campaign's representative shapes and do the
 final acceptance. Its numbers come from `torch.utils.benchmark.Timer` and are never compared with the
 quick harness's (different timing engine); the per-round gate is `quick_test_bench.py`.
 

@@ -1,4 +1,4 @@
-"""Names the tests, hooks and users depend on (DESIGN.md section 2): refs, notes, files, CSV headers."""
+"""Names the tests, hooks and users depend on (docs/design.md): refs, notes, files, CSV headers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ NOTES_GLOB = "refs/notes/campaign/*"
 
 VERDICT_FORMAT = 1
 
-# Byte for byte; any drift stops a command (DESIGN.md section 4).
+# Byte for byte; any drift stops a command (docs/harness.md).
 GEMM_HEADER = (
     "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
     "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
@@ -63,7 +63,7 @@ REASON_SUPERSEDED = "superseded"  # accepted here while a teammate accepted anot
 EXECUTION_REPO = "repo"
 EXECUTION_WORKSPACE = "workspace"
 
-# SNR thresholds in dB (DESIGN.md section 4); a manifest may only tighten them.
+# SNR thresholds in dB (docs/harness.md); a manifest may only tighten them.
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
 
 

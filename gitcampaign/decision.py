@@ -1,4 +1,4 @@
-"""The decision contract (DESIGN.md section 5): paired statistics and mechanical rules.
+"""The decision contract (docs/design.md, Decision rules): paired statistics and mechanical rules.
 
 Candidate and incumbent run interleaved, process by process; each pair of processes gives one log
 ratio per shape. The aggregate ratio is the geometric mean over shapes, its 95% interval a Student-t
@@ -47,8 +47,8 @@ _T975 = {
     29: 2.045,
     30: 2.042,
 }
-REGRESSION_LIMIT = 0.05  # a representative shape 5% or more slower rejects (HANDOFF.md)
-NEAR_NOISE_GAIN = 0.02  # gains under 2% need three measurements that agree (HANDOFF.md)
+REGRESSION_LIMIT = 0.05  # a representative shape 5% or more slower rejects (docs/design.md)
+NEAR_NOISE_GAIN = 0.02  # gains under 2% need three measurements that agree (docs/design.md)
 NEAR_NOISE_SESSIONS = 3
 MAX_SESSIONS = 3
 NOTE_FLOOR = 0.005  # a shape "fell" only when it lost more than its noise and at least 0.5%

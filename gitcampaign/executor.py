@@ -24,9 +24,9 @@ import shlex
 import shutil
 import socket
 import subprocess
-from concurrent.futures import ProcessPoolExecutor  # campaign-lint: allow S1 -- tool, not op code
+from concurrent.futures import ProcessPoolExecutor  # campaign-lint: allow S1 -- shards, not op work
 from dataclasses import dataclass, field
-from multiprocessing import get_context  # campaign-lint: allow S1 -- tool, not op code
+from multiprocessing import get_context  # campaign-lint: allow S1 -- shards, not op work
 from pathlib import Path
 from typing import Any
 

@@ -2,7 +2,7 @@
 
 A campaign's harness gives every repeat fresh inputs and checks the very calls it times (see the
 quick harness), so most cheats fail there at run time however they are spelled. These AST rules
-add what only the source shows, and name the patterns HANDOFF.md's "real-training transfer" rule
+add what only the source shows, and name the patterns the static gate (docs/design.md, Gates)
 forbids. Each finding says why the pattern breaks real training.
 
 What a name *is* decides, never what it is called: a name is a tensor when a parameter is annotated

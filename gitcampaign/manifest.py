@@ -1,4 +1,4 @@
-"""The campaign manifest (`campaigns/NAME/manifest.yaml`, DESIGN.md section 3).
+"""The campaign manifest (`campaigns/NAME/manifest.yaml`, docs/design.md).
 
 The loop's fields, all present, plus what BASELINE freezes: the CSV header and its sha256, the
 protected paths with their sha256, the noise floor and the representative shapes.

@@ -1,4 +1,4 @@
-"""What the tool knows about the ops it ships harnesses for (kernels/, DESIGN.md section 6)."""
+"""What the tool knows about the ops it ships harnesses for (kernels/, README.md "Kernels")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reading the harness CSV: the one reader BASELINE and every VALIDATE share (HANDOFF.md).
+"""Reading the harness CSV: the one reader BASELINE and every VALIDATE share (docs/harness.md).
 
 The header is compared byte for byte with the frozen one; a drifted header, a missing or partial
 row, or an unknown Check value stops the command instead of silently disabling the per-shape gate.
@@ -34,7 +34,7 @@ class BenchRow:
     values: dict[str, float]
 
     def metric(self, metric: str) -> float:
-        """The primary metric of this row; Combined Step TFLOPS is derived (DESIGN.md section 4)."""
+        """The primary metric of this row; Combined Step TFLOPS is derived (docs/harness.md)."""
         if metric == C.METRIC_STEP:
             step_ms = self.step_ms()
             flops = 6.0 * self.values["M"] * self.values["N"] * self.values["K"]
@@ -164,6 +164,6 @@ def geomean(values: list[float]) -> float:
 
 
 def aggregate(table: BenchTable, metric: str, labels: list[str] | None = None) -> float:
-    """Geometric mean of the primary metric over PASS shapes (DESIGN.md section 4)."""
+    """Geometric mean of the primary metric over PASS shapes (docs/harness.md)."""
     rows = [row for row in table.rows if row.passed and (labels is None or row.label in labels)]
     return geomean([row.metric(metric) for row in rows]) if rows else math.nan

@@ -15,7 +15,7 @@ import yaml
 
 from gitcampaign.errors import CampaignError
 
-# The MoE token distributions belong to the harness, which owns the routing (DESIGN.md section 4);
+# The MoE token distributions belong to the harness, which owns the routing (docs/harness.md);
 # the tool only names them.
 from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, SKEWED_DISTRIBUTIONS
 

@@ -1,10 +1,12 @@
-"""What every op file shares: backend choice, interpreter detection, pinning one autotune config."""
+"""What every op file shares: backend choice, interpreter detection, autotune configs, tile order."""
 
 from __future__ import annotations
 
 import os
 
+import torch
 import triton
+import triton.language as tl
 
 BACKENDS = ("triton", "torch")
 
@@ -52,3 +54,27 @@ def matmul_config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: i
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
     )
+
+
+def input_precision(dtype: torch.dtype) -> str:
+    """fp32 inputs multiply in full fp32 like torch's default matmul; 16-bit inputs ignore the flag."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+@triton.jit
+def tile_pid(pid, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
+    """Program `pid` -> its output tile (pid_m, pid_n), in grouped ("swizzled") order.
+
+    Consecutive programs walk down a group of GROUP_SIZE_M row tiles before moving one column right,
+    so the tiles running at the same time share rows of A and columns of B in L2 (the order of
+    Triton's matrix-multiplication tutorial, in the names of its persistent-matmul one). The last
+    group is shorter when num_pid_m is not a multiple of GROUP_SIZE_M.
+    """
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_in_group = pid % num_pid_in_group
+    pid_m = first_pid_m + pid_in_group % group_size_m
+    pid_n = pid_in_group // group_size_m
+    return pid_m, pid_n

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._common import backend, pick_configs
+from kernels._common import backend, input_precision, pick_configs, tile_pid
 from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
@@ -102,16 +102,7 @@ def _matmul_nt_kernel(
     EVEN_N: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Swizzle: consecutive programs walk down a band of GROUP_M row tiles before moving right.
-    pids_per_band = GROUP_M * num_pid_n
-    band = pid // pids_per_band
-    first_pid_m = band * GROUP_M
-    band_height = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % pids_per_band) % band_height
-    pid_n = (pid % pids_per_band) // band_height
+    pid_m, pid_n = tile_pid(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -135,11 +126,6 @@ def _matmul_nt_kernel(
 
     c_ptrs = c_ptr + rows.to(tl.int64)[:, None] * stride_cm + cols.to(tl.int64)[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
-
-
-def _input_precision(dtype: torch.dtype) -> str:
-    """fp32 inputs multiply in full fp32 like torch's default matmul; 16-bit inputs ignore the flag."""
-    return "ieee" if dtype == torch.float32 else "tf32"
 
 
 def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -169,7 +155,7 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         b.stride(1),
         out.stride(0),
         out.stride(1),
-        INPUT_PRECISION=_input_precision(a.dtype),
+        INPUT_PRECISION=input_precision(a.dtype),
     )
     return out
 

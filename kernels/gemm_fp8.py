@@ -59,7 +59,8 @@ import triton
 import triton.language as tl
 
 from kernels import quant
-from kernels._common import backend, pick_configs
+from kernels._common import backend, pick_configs, tile_pid
+from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_FP8_CONFIG"
@@ -90,16 +91,11 @@ def _configs() -> list[triton.Config]:
         (64, 256, 4, 4),
         (64, 128, 4, 4),
     ]
-    return [
-        triton.Config(
-            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": 8}, num_warps=warps, num_stages=stages
-        )
-        for bm, bn, warps, stages in shapes
-    ]
+    return [_config(bm, bn, 128, warps, stages) for bm, bn, warps, stages in shapes]
 
 
 # 64x64 tiles keep every CPU test shape (<= 256) at a handful of interpreted programs.
-_CPU_CONFIG = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 8}, num_warps=4)
+_CPU_CONFIG = _config(64, 64, 128, 4, 3)
 
 
 @triton.autotune(
@@ -129,14 +125,7 @@ def _gemm_fp8_kernel(
     GROUP_M: tl.constexpr,
 ):
     """C = (X * sx) @ (Y * sy).T for one output tile; SCALING 0 tensor, 1 row, 2 block."""
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles_in_group = GROUP_M * tiles_n
-    first_m = (pid // tiles_in_group) * GROUP_M
-    group_rows = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % tiles_in_group) % group_rows
-    pid_n = (pid % tiles_in_group) // group_rows
+    pid_m, pid_n = tile_pid(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -48,7 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, pick_configs
+from kernels._common import backend, input_precision, pick_configs, tile_pid
 from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GROUPED_GEMM_BACKEND"
@@ -125,15 +125,7 @@ def _grouped_matmul_nt_kernel(
     EVEN_N: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M_total, BLOCK_M) + G
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    pids_per_band = GROUP_M * num_pid_n
-    band = pid // pids_per_band
-    first_pid_m = band * GROUP_M
-    band_height = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % pids_per_band) % band_height
-    pid_n = (pid % pids_per_band) // band_height
+    pid_m, pid_n = tile_pid(tl.program_id(0), tl.cdiv(M_total, BLOCK_M) + G, tl.cdiv(N, BLOCK_N), GROUP_M)
 
     # Find the group whose row tiles contain pid_m from one vector load of all G sizes (negative sizes
     # count as 0 and rows are clamped to M_total, so a wrong group_sizes cannot reach past ΣM rows).
@@ -219,15 +211,9 @@ def _grouped_db_kernel(
     EVEN_N: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     group = tl.program_id(1)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_k = tl.cdiv(K, BLOCK_K)
-    pids_per_band = GROUP_M * num_pid_k
-    first_pid_n = (pid // pids_per_band) * GROUP_M
-    band_height = tl.minimum(num_pid_n - first_pid_n, GROUP_M)
-    pid_n = first_pid_n + (pid % pids_per_band) % band_height
-    pid_k = (pid % pids_per_band) // band_height
+    # The output is N x K here, so N tiles play the role of row tiles.
+    pid_n, pid_k = tile_pid(tl.program_id(0), tl.cdiv(N, BLOCK_N), tl.cdiv(K, BLOCK_K), GROUP_M)
 
     group_ids = tl.arange(0, G_POW2)
     sizes = tl.maximum(tl.load(sizes_ptr + group_ids, mask=group_ids < G, other=0), 0)
@@ -264,11 +250,6 @@ def _grouped_db_kernel(
         + cols_k.to(tl.int64)[None, :] * stride_bk
     )
     tl.store(db_ptrs, acc.to(db_ptr.dtype.element_ty), mask=n_ok[:, None] & k_ok[None, :])
-
-
-def _input_precision(dtype: torch.dtype) -> str:
-    """fp32 inputs multiply in full fp32 like torch's default matmul; 16-bit inputs ignore the flag."""
-    return "ieee" if dtype == torch.float32 else "tf32"
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> None:
@@ -354,7 +335,7 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
         out.stride(0),
         out.stride(1),
         G_POW2=triton.next_power_of_2(groups),
-        INPUT_PRECISION=_input_precision(a.dtype),
+        INPUT_PRECISION=input_precision(a.dtype),
     )
     return out
 
@@ -390,7 +371,7 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         grad_b.stride(1),
         grad_b.stride(2),
         G_POW2=triton.next_power_of_2(groups),
-        INPUT_PRECISION=_input_precision(a.dtype),
+        INPUT_PRECISION=input_precision(a.dtype),
     )
     return grad_b
 

@@ -1,4 +1,4 @@
-"""Decision rules on synthetic paired samples (DESIGN.md section 5)."""
+"""Decision rules on synthetic paired samples (docs/design.md, Decision rules)."""
 
 from __future__ import annotations
 

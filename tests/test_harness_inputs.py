@@ -1,4 +1,4 @@
-"""The judge owns its inputs (issue 8, DESIGN.md section 4): what a round may edit cannot change the
+"""The judge owns its inputs (issue 8, docs/harness.md): what a round may edit cannot change the
 work the quick harness measures.
 
 - The MoE routing lives in the harness, not in `kernels/`: a round that rewrites the routing in
@@ -60,7 +60,7 @@ def grouped_gemm(a, b, group_sizes):
     return torch.cat([chunk @ b[g].T for g, chunk in enumerate(chunks)])
 """
 
-# Forbidden caches (HANDOFF.md: no memoisation keyed on an activation). A miss costs SLOW_MS (the
+# Forbidden caches (docs/harness.md: an identity-keyed cache must FAIL). A miss costs SLOW_MS (the
 # "real" kernel), a hit is free: if the cache ever answered during timing, the median would show it.
 SLOW_MS = 20.0
 IDENTITY_CACHE = f"""

@@ -383,7 +383,7 @@ def test_full_bench_runs_both_providers_on_the_cpu(tmp_path: Path) -> None:
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-# A forbidden cache (HANDOFF.md: no memoisation keyed on an activation): keyed on the operands'
+# A forbidden cache (docs/harness.md: an identity-keyed cache must FAIL): keyed on the operands'
 # addresses and versions, it answers from memory whenever the allocator reuses an address.
 FAKE_POINTER_CACHE = """
 import torch

@@ -55,7 +55,7 @@ def choose_representative(
     full: BenchTable, shapes: list[Shape], metric: str, count: int = DEFAULT_REPRESENTATIVE
 ) -> list[str]:
     """3-5 PASS shapes: the smallest and the largest work, a skewed load for grouped ops, then the
-    noisiest (HANDOFF.md: high-variance shapes are preferred); returned in target-shape order."""
+    noisiest (docs/design.md: high-variance shapes are preferred); returned in target-shape order."""
     rows = full.by_label()
     passing = [s for s in shapes if rows[s.label].passed and math.isfinite(rows[s.label].metric(metric))]
     if not passing:

@@ -1,4 +1,4 @@
-"""`git campaign hooks install|run`: the commit-time gates of a round (DESIGN.md sections 2 and 5).
+"""`git campaign hooks install|run`: the commit-time gates of a round (docs/design.md, Gates).
 
 On a round branch (`campaign/NAME/round-N`) a commit must pass the campaign's tests and the static
 anti-cheat lint on what is staged (pre-commit), be the round's only commit on top of the accepted
@@ -178,7 +178,7 @@ def _staged_python_sources(repo: Repo) -> list[tuple[str, str]]:
 
 def _manifest_value(repo: Repo, current: RoundBranch, key: str) -> str:
     """A manifest field as the accepted line has it (a round cannot loosen its own gate by editing
-    the manifest; DESIGN.md section 5 protects it anyway)."""
+    the manifest; validate's integrity gate rejects that anyway)."""
     main = main_branch(current.campaign)
     path = f"{campaign_dir(current.campaign)}/{MANIFEST_FILE}"
     content = gitops.read_file_at(repo, main, path) if gitops.rev(repo, main) else None

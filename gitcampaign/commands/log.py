@@ -1,4 +1,4 @@
-"""ANALYZE: `git campaign log`, the lineage table (the performance_trend of HANDOFF.md)."""
+"""ANALYZE: `git campaign log`, the lineage table (docs/walkthrough.md)."""
 
 from __future__ import annotations
 

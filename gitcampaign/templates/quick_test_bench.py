@@ -1,4 +1,4 @@
-"""Quick validation harness: the authoritative per-shape gate of a campaign (DESIGN.md section 4).
+"""Quick validation harness: the authoritative per-shape gate of a campaign (gitcampaign's docs/harness.md).
 
 `git campaign prepare` copies this file into `campaigns/NAME/quick_test_bench.py` with the two
 placeholder lines below filled in, commits it and protects it; BASELINE and every VALIDATE run it as
@@ -80,7 +80,7 @@ EXIT_OK, EXIT_FAILED, EXIT_NO_GPU, EXIT_USAGE = 0, 1, 2, 3
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("triton", "torch")
-# MoE token distributions over the experts of one rank (HANDOFF.md: skewed loads are representative).
+# MoE token distributions over the experts of one rank (skewed loads are representative: gitcampaign's docs/design.md).
 # The routing is the judge's, not the kernel's: a round may edit kernels/ but not what it is measured on.
 DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
 SKEWED_DISTRIBUTIONS = ("top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")

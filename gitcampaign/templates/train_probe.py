@@ -2,7 +2,7 @@
 
 `git campaign prepare` copies this file into `campaigns/NAME/train_probe.py`, next to the quick
 harness; VALIDATE runs it for the incumbent and the candidate, interleaved, and flags a candidate that
-wins the quick harness but not this probe (HANDOFF.md, "real-training transfer"):
+wins the quick harness but not this probe (gitcampaign's docs/design.md, the training probe):
 
     python campaigns/NAME/train_probe.py --op gemm --backend triton --json probe.json
 

@@ -1,5 +1,5 @@
 """Quick timing of the bf16 GEMM family on a GPU: ours against the torch backend, forward, backward and
-Combined Step TFLOP/s (6MNK / (forward ms + backward ms), DESIGN.md section 4).
+Combined Step TFLOP/s (6MNK / (forward ms + backward ms), docs/harness.md).
 
 Dense: the four linear layers of Llama-3.1 8B and 70B at M = 8192 tokens against cuBLAS
 (torch.nn.functional.linear). Grouped: Mixtral-8x7B and DeepSeek-V3 ranks (32768 routed rows) per

@@ -1,4 +1,4 @@
-"""What the kernel tests share: the GPU marker and SNR in float64 (DESIGN.md section 4)."""
+"""What the kernel tests share: the GPU marker and SNR in float64 (docs/harness.md)."""
 
 from __future__ import annotations
 

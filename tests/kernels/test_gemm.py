@@ -14,7 +14,7 @@ from kernels import gemm as gemm_module
 from kernels.gemm import gemm
 from tests.kernels.helpers import gpu, snr_db
 
-# SNR floors (dB). fp16/bf16: DESIGN.md's 40 dB; rounding the output alone gives ~65 dB for fp16
+# SNR floors (dB). fp16/bf16: docs/harness.md's 40 dB; rounding the output alone gives ~65 dB for fp16
 # and ~50 dB for bf16, so 40 leaves room for fp32 accumulation order but catches any wrong tile.
 # fp32: output rounding is ~140 dB; 100 dB still catches a single wrong element in these sizes.
 SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}

@@ -14,7 +14,7 @@ from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limit
 from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import gpu, snr_db
 
-# SNR floors (dB): fp16/bf16 per DESIGN.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
+# SNR floors (dB): fp16/bf16 per docs/harness.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
 # fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.
 SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}
 

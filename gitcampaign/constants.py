@@ -58,6 +58,7 @@ REASON_HARNESS_CHANGED = "harness_changed"
 REASON_SHAPE_REGRESSION = "shape_regression"
 REASON_NOT_FASTER = "not_faster"
 REASON_WITHIN_NOISE = "within_noise"
+REASON_OVERFIT = "overfit"  # the gain does not transfer to the training-step probe
 REASON_MANUAL = "manual_override"
 REASON_BUILD_FAILED = "build_failed"
 REASON_TESTS_FAILED = "tests_failed"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gitcampaign.commands.lint import run_lint
-from gitcampaign.lint import Finding, lint_paths, lint_source
+from gitcampaign.lint import RULES, Finding, lint_paths, lint_source
 
 CHEATS = Path(__file__).parent / "cheats"
 EXPECT_RE = re.compile(r"#\s*expect:\s*(?P<rules>[A-Z0-9 ]+)$")
@@ -32,7 +32,13 @@ def _found(findings: list[Finding]) -> set[tuple[str, int]]:
     return {(f.rule, f.line) for f in findings}
 
 
-FIXTURES = sorted(p.name for p in CHEATS.glob("*.py.txt") if p.name != "suppressed.py.txt")
+# Fixture files are named by the layer that catches them: `<rule id>_*.py.txt` for a lint rule,
+# `harness_*.py.txt` for a run-time check of the quick harness (tests/test_quick_harness.py),
+# `honest_*.py.txt` for code that must pass.
+LINT_FIXTURES = sorted(p.name for p in CHEATS.glob("*.py.txt") if p.name != "suppressed.py.txt")
+FIXTURES = [name for name in LINT_FIXTURES if not name.startswith("harness_")]
+CHEAT_FIXTURES = [name for name in FIXTURES if not name.startswith("honest_")]
+HONEST_FIXTURES = [name for name in FIXTURES if name.startswith("honest_")]
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
@@ -42,47 +48,27 @@ def test_fixture_findings_match_markers(fixture: str) -> None:
     assert _found(lint_source(source, fixture)) == _expected(source)
 
 
-@pytest.mark.parametrize(
-    ("fixture", "rule"),
-    [
-        ("w2_id_activation_cache.py.txt", "W2"),
-        ("w2_data_ptr_key.py.txt", "W2"),
-        ("w2_version_does_not_fix.py.txt", "W2"),
-        ("w2_weakkey_and_hash.py.txt", "W2"),
-        ("w2_weight_without_version.py.txt", "W2"),
-        ("w3_lru_cache_tensor.py.txt", "W3"),
-        ("w3_dict_memo_tensor_key.py.txt", "W3"),
-        ("g1_constexpr_group_m.py.txt", "G1"),
-        ("t1_patched_timers.py.txt", "T1"),
-        ("s1_side_stream_thread.py.txt", "S1"),
-        ("f1_fallback_to_torch.py.txt", "F1"),
-    ],
-)
-def test_each_planted_cheat_blocks_under_its_rule(fixture: str, rule: str) -> None:
+@pytest.mark.parametrize("fixture", CHEAT_FIXTURES)
+def test_each_planted_cheat_blocks_under_the_rule_it_is_named_by(fixture: str) -> None:
+    rule = fixture.split("_", 1)[0].upper()
+    assert rule in RULES, f"{fixture} must be named by the rule (or harness check) that catches it"
     findings = lint_source((CHEATS / fixture).read_text(), fixture)
     assert findings, f"{fixture} planted a cheat and nothing was found"
     assert {f.rule for f in findings} == {rule}
     assert all(f.blocking for f in findings)
 
 
-@pytest.mark.parametrize(
-    "fixture",
-    [
-        "honest_config_dict.py.txt",
-        "honest_triton_matmul.py.txt",
-        "honest_reraise_and_timing.py.txt",
-        "honest_w1_weight_cache.py.txt",
-    ],
-)
-def test_honest_optimisations_do_not_block(fixture: str) -> None:
+@pytest.mark.parametrize("fixture", HONEST_FIXTURES)
+def test_honest_look_alikes_do_not_block(fixture: str) -> None:
+    """One file per false-alarm cause found on real kernel code (the lint used to flag each)."""
     findings = lint_source((CHEATS / fixture).read_text(), fixture)
     assert not [f for f in findings if f.blocking]
 
 
 def test_weight_cache_with_version_is_w1_and_without_is_w2() -> None:
     """The one difference between the allowed weight cache and a stale one is `weight._version`."""
-    allowed = "import torch\n_c = {}\ndef f(weight):\n    return _c[(id(weight), weight._version)]\n"
-    stale = "import torch\n_c = {}\ndef f(weight):\n    return _c[(id(weight), weight.shape)]\n"
+    allowed = "import torch\n_c = {}\ndef f(weight: torch.nn.Parameter):\n    return _c[(id(weight), weight._version)]\n"
+    stale = "import torch\n_c = {}\ndef f(weight: torch.nn.Parameter):\n    return _c[(id(weight), weight.shape)]\n"
     activation = "import torch\n_c = {}\ndef f(a):\n    return _c[(id(a), a._version)]\n"
     assert [(f.rule, f.blocking) for f in lint_source(allowed, "allowed.py")] == [("W1", False)]
     assert [(f.rule, f.blocking) for f in lint_source(stale, "stale.py")] == [("W2", True)]

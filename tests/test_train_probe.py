@@ -65,9 +65,10 @@ def test_every_op_trains_and_reports(probe: ModuleType, tmp_path: Path, op: str)
     assert len(result["step_ms"]) == 3 and all(ms > 0 for ms in result["step_ms"])
     assert result["median_ms"] == statistics.median(result["step_ms"])
     assert len(result["loss"]) == 3 and result["loss_finite"]
-    # Random unit-variance targets and 1/sqrt(fan_in) weights: the MSE starts near 1 (output ~ 0.3
-    # in scale), far from 0 or 1e3, so a block that does not compute what it should is visible.
-    assert 0.5 < result["loss"][0] < 3.0
+    # The target is a teacher 10% away from the block: the loss starts small against the output's
+    # own scale, so a block that does not compute what it should is far off.
+    assert 0.0 < result["loss"][0] < 0.1 * result["out_ms"][0]
+    assert len(result["out_ms"]) == 3 and 0.0 < result["op_rel_error"] < 0.1
     # Fresh inputs every step: consecutive losses are never bit-identical.
     assert len(set(result["loss"])) == 3
 
@@ -148,3 +149,39 @@ def test_copied_probe_stands_alone(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "out" / "probe.json").read_text())
     assert result["steps"] == 2 and result["loss_finite"]
     assert not re.search(r"^\s*(import|from)\s+gitcampaign", TEMPLATE.read_text(), re.MULTILINE)
+
+
+def test_loss_trajectory_catches_what_only_training_shows(
+    probe: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VALIDATE's comparison: a stale weight cache (keyed without `_version`) and an output served
+    from the previous step leave the incumbent's trajectory; a 5% error (the harness's to catch) and
+    the honest Triton kernel against torch stay within the precision's tolerance."""
+    import kernels.gemm
+    from gitcampaign.commands.validate import loss_divergence
+
+    steps = ["--size", "small", "--steps", "8", "--warmup", "1"]
+    _, incumbent = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
+    real_gemm = kernels.gemm.gemm
+    stale_weights: dict[int, torch.Tensor] = {}
+    previous: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def stale_weight_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return real_gemm(a, stale_weights.setdefault(id(b), b.detach().clone()) + 0 * b)
+
+    def previous_output_gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = real_gemm(a, b)
+        served = previous.get((*a.shape, *b.shape), out.detach())
+        previous[(*a.shape, *b.shape)] = out.detach()
+        return served + 0 * out
+
+    for cheat in (stale_weight_gemm, previous_output_gemm):
+        monkeypatch.setattr(kernels.gemm, "gemm", cheat)
+        _, candidate = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
+        assert loss_divergence(incumbent, candidate), cheat.__name__
+    monkeypatch.setattr(kernels.gemm, "gemm", lambda a, b: real_gemm(a, b) * 1.05)
+    _, off = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
+    assert loss_divergence(incumbent, off) is None
+    monkeypatch.setattr(kernels.gemm, "gemm", real_gemm)
+    _, honest = run(probe, tmp_path, "--op", "gemm", "--backend", "triton", *steps)
+    assert loss_divergence(incumbent, honest) is None

@@ -43,7 +43,7 @@ from gitcampaign.results import aggregate
 from gitcampaign.vocabulary import Decision, Phase, Status
 
 PROBE_PAIRS = 2
-OVERFIT_LIMIT = 0.03  # a candidate this much slower in the training probe did not transfer
+OVERFIT_LIMIT = 0.03  # a candidate this much slower in the training probe did not transfer (REJECT)
 
 
 @dataclass
@@ -398,8 +398,10 @@ def _probe(
     document: dict[str, Any],
     progress: Progress,
 ) -> None:
-    """Training-step transfer: a few optimiser steps on the op, incumbent and candidate interleaved."""
-    medians: dict[str, list[float]] = {INCUMBENT: [], CANDIDATE: []}
+    """Training-step transfer, a gate: a few optimiser steps on the op, incumbent and candidate
+    interleaved on the same seed. A candidate slower there, or whose loss leaves the incumbent's
+    trajectory by more than the op's precision allows, is REJECTed for `overfit`."""
+    runs: dict[str, list[dict[str, Any]]] = {INCUMBENT: [], CANDIDATE: []}
     for index in range(PROBE_PAIRS):
         for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
             out = scratch / f"probe{index}-{role}.json"
@@ -415,20 +417,61 @@ def _probe(
                     triton_cache_env(trees[role]),
                     args=["--json", str(out)],
                 )
+            # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
+            if role == CANDIDATE and code == 1 and out.exists():
+                runs[role].append(json.loads(out.read_text()))
+                continue
             if code != 0 or not out.exists():
                 raise CampaignError(
                     f"the training probe exited {code} in the {role} worktree; nothing was recorded",
                     f"run `{manifest.probe_command} --json /tmp/p.json` by hand, or validate with --no-probe",
                 )
-            medians[role].append(float(json.loads(out.read_text())["median_ms"]))
+            runs[role].append(json.loads(out.read_text()))
+    medians = {role: [float(run["median_ms"]) for run in done] for role, done in runs.items()}
     speedup = statistics.median(medians[INCUMBENT]) / statistics.median(medians[CANDIDATE])
-    if speedup >= 1.0:
-        result.transfer = "ACCEPT-as-real"
-    elif speedup >= 1.0 - OVERFIT_LIMIT:
-        result.transfer = "ACCEPT-with-asterisk"
-    else:
+    diverged = [
+        reason
+        for incumbent, candidate in zip(runs[INCUMBENT], runs[CANDIDATE], strict=True)
+        if (reason := loss_divergence(incumbent, candidate))
+    ]
+    overfit = []
+    if diverged:
+        overfit.append(f"the training probe's loss left the incumbent's trajectory: {diverged[0]}")
+    if speedup < 1.0 - OVERFIT_LIMIT:
+        overfit.append(f"the training probe ran {100 * (1 - speedup):.1f}% slower: the gain did not transfer")
+    if overfit:
         result.transfer = "REJECT-as-overfit"
-        result.notes.append(
-            f"the training probe ran {100 * (1 - speedup):.1f}% slower: the gain did not transfer"
-        )
-    document["probe"] = {"step_ms": medians, "speedup": round(speedup, 6)}
+        result.decision, result.reasons = C.DECISION_REJECT, [C.REASON_OVERFIT]
+        result.notes += overfit
+    else:
+        result.transfer = "ACCEPT-as-real" if speedup >= 1.0 else "ACCEPT-with-asterisk"
+    document["probe"] = {
+        "step_ms": medians,
+        "speedup": round(speedup, 6),
+        "loss": {role: [run.get("loss") for run in done] for role, done in runs.items()},
+        "diverged": diverged,
+    }
+
+
+def loss_divergence(incumbent: dict[str, Any], candidate: dict[str, Any]) -> str | None:
+    """Where the candidate's probe loss leaves the incumbent's (same seed, same data), or None.
+
+    Tolerance from the precision: the op may be off by `op_rel_error` (rms, relative: what its SNR
+    threshold admits), so the block's two op layers by e = (1 + err)^2 - 1. An output off by e·rms(o)
+    moves an MSE loss L by at most e²·ms(o) + 2e·sqrt(ms(o)·L) (Cauchy-Schwarz), and both runs may
+    be off that much, hence twice that, per step, with the incumbent's L and ms(o)."""
+    if "op_rel_error" not in incumbent or "out_ms" not in incumbent:
+        return None  # a campaign whose frozen probe predates the comparison: only its step time counts
+    if candidate.get("seed") != incumbent.get("seed") or len(candidate["loss"]) != len(incumbent["loss"]):
+        return "the two probe runs are not the same run (seed or steps differ)"
+    error = float(incumbent["op_rel_error"])
+    block = (1.0 + error) ** 2 - 1.0
+    steps = zip(candidate["loss"], incumbent["loss"], incumbent["out_ms"], strict=True)
+    for step, (mine, theirs, out_ms) in enumerate(steps):
+        tolerance = 2.0 * (block**2 * out_ms + 2.0 * block * math.sqrt(out_ms * theirs))
+        if not abs(mine - theirs) <= tolerance:  # written so that NaN diverges
+            return (
+                f"step {step}: loss {mine:.6g} against {theirs:.6g} (tolerance {tolerance:.3g} for a "
+                f"{error:.3g} relative op error)"
+            )
+    return None

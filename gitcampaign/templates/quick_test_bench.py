@@ -29,7 +29,13 @@ What a number means here, and why it is hard to fool:
 - the work measured is the harness's own: the shapes come from the shape file; the MoE routing of
   grouped GEMMs (`make_group_sizes`, checked after every shape for having been rebound or rewritten
   by the kernels) and the quantisation reference live in this file;
-- the timers must still be the originals, and a figure above the GPU's datasheet peak is a FAIL.
+- calls the timed loop made are checked too: three drawn at random after the fact, on their own
+  inputs, so an op that behaves only under the checks above (it can see deterministic mode, the
+  poisoned allocator, a second run) or replays a graph without its inputs is wrong there;
+- outputs must be exactly `torch.Tensor` (no subclass, no torch function or dispatch mode left on),
+  and no reference exists before the candidate has returned (an op cannot find and return it);
+- the timers must still be the originals, torch, `torch.Tensor` and this harness must still be what
+  they were before the kernels were imported, and a figure above the GPU's datasheet peak is a FAIL.
 
 Exit codes: 0 every shape PASS, 1 some shape FAIL/ERROR, 2 no GPU for a GPU-only op, 3 usage error.
 """
@@ -39,10 +45,12 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import importlib
 import json
 import math
 import os
+import random
 import re
 import statistics
 import sys
@@ -332,6 +340,52 @@ def routing_replaced() -> list[str]:
 # Ops: inputs, reference, candidate provider, work, correctness thresholds
 # ---------------------------------------------------------------------------------------------
 
+SAMPLED_CALLS = 3  # timed calls checked per shape, drawn at random from all of them
+
+
+class CallSampler:
+    """Keeps SAMPLED_CALLS providers drawn uniformly from all called for one shape (reservoir
+    sampling, seeded from the OS's entropy). A draw is a few hundred nanoseconds of host time after
+    the op returned, while the GPU still runs it (the timed loop keeps the host ahead)."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.kept: list[Provider] = []
+        self.random = random.Random(os.urandom(16))
+
+    def offer(self, provider: Provider) -> None:
+        self.made += 1
+        if len(self.kept) < SAMPLED_CALLS:
+            self.kept.append(provider)
+        else:
+            slot = self.random.randrange(self.made)
+            if slot < SAMPLED_CALLS:
+                self.kept[slot] = provider
+
+    def take(self) -> list[Provider]:
+        """The sample so far; sampling starts afresh (a shape starts with `take()` too, so the
+        previous shape's checked calls never count as this shape's timed ones)."""
+        kept, self.kept, self.made = self.kept, [], 0
+        return kept
+
+
+class Provider:
+    """One call of the candidate on one set of inputs. Warm-up, timed loop and checks all reach the
+    op through this one frame, so the op cannot tell them apart by its caller, and a sample of the
+    calls keeps inputs and result, so the checks can look at calls that were timed
+    (`timed_call_reasons`)."""
+
+    __slots__ = ("call", "inputs", "result", "sampler")
+
+    def __init__(self, call: Callable[[], Any], inputs: Any, sampler: CallSampler) -> None:
+        self.call, self.inputs, self.sampler = call, inputs, sampler
+        self.result: Any = None
+
+    def __call__(self) -> Any:
+        self.result = self.call()
+        self.sampler.offer(self)
+        return self.result
+
 
 @dataclass
 class GemmInputs:
@@ -367,6 +421,7 @@ class GemmOp:
     peak_key: str = "bf16"
     quant = False
     _routing_draws: int = field(default=0, init=False, repr=False)  # seeds of successive routings
+    sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
     def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> GemmInputs:
         import torch
@@ -394,9 +449,9 @@ class GemmOp:
         assert shape.N is not None
         return torch.randn(shape.M, shape.N, generator=generator, device=device, dtype=dtype)
 
-    def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Callable[[], Any]:
+    def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Provider:
         """The candidate as a zero-argument callable, so that nothing but the op is ever timed."""
-        return lambda: self.call(kernels, inputs)
+        return Provider(functools.partial(self.call, kernels, inputs), inputs, self.sampler)
 
     def reference(self, inputs: GemmInputs, grad_out: Any) -> tuple[Any, Any, Any]:
         """out, dA, dB in float64 from the same (unquantised) inputs."""
@@ -445,6 +500,7 @@ class QuantOp:
     peak_key: str = "hbm"
     quant = True
     grouped = False
+    sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
     def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> QuantInputs:
         import torch
@@ -454,8 +510,9 @@ class QuantOp:
         scale = torch.exp2(torch.randint(-6, 7, (shape.M, 1), generator=generator, device=device).float())
         return QuantInputs((x * scale).to(dtype))
 
-    def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Callable[[], Any]:
-        return lambda: kernels.quantize_fp8(inputs.x, granularity=self.granularity)
+    def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Provider:
+        call = functools.partial(kernels.quantize_fp8, inputs.x, granularity=self.granularity)
+        return Provider(call, inputs, self.sampler)
 
     def reference(self, kernels: ModuleType, inputs: QuantInputs) -> tuple[Any, Any]:
         """The harness's own copy of the quantisation rule, not the kernel module's: a round may
@@ -623,6 +680,7 @@ def checked_call(
     if not all(bits_equal(snapshot, tensor) for snapshot, tensor in zip(before, inputs, strict=True)):
         verdict.reasons.append(f"{label}: the op modified its inputs")
     first, second = results
+    verdict.reasons += plain_tensor_reasons(label, first) + plain_tensor_reasons(label, second)
     pairs = list(zip(first, second, strict=True)) if isinstance(first, tuple) else [(first, second)]
     if not all(bits_equal(x, y) for x, y in pairs):
         verdict.reasons.append(
@@ -663,6 +721,145 @@ def answers_from_identity(
             activation.data.neg_()
     repeated = list(again) if isinstance(again, tuple) else [again]
     return all(bits_equal(x, y) for x, y in zip(outputs, repeated, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Run-time anti-cheat checks: what the op returned, on which call, in which harness
+# ---------------------------------------------------------------------------------------------
+
+
+def plain_tensor_reasons(label: str, result: Any) -> list[str]:
+    """The op must return plain torch.Tensors: a subclass (or a `__torch_function__` wrapper) can
+    compute lazily when the checks read it, or answer the checks differently from training."""
+    import torch
+
+    reasons = []
+    outputs = result if isinstance(result, tuple | list) else (result,)
+    for index, output in enumerate(outputs):
+        kind = type(output)
+        if kind is not torch.Tensor:
+            reasons.append(
+                f"{label}: output {index} is a {kind.__module__}.{kind.__qualname__}, not a plain torch.Tensor"
+            )
+        elif output.is_meta or output.layout != torch.strided:
+            reasons.append(f"{label}: output {index} holds no data ({output.device}, {output.layout})")
+    if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack():
+        reasons.append(f"{label}: the op left a torch function or dispatch mode active")
+    return reasons
+
+
+def timed_call_reasons(run: Run, shape: Shape) -> list[str]:
+    """Check calls the timed loop made, on their own fresh inputs, with the reference computed only
+    now. The checked path (poisoned outputs, deterministic mode, a second run) is visible to an op
+    that looks for it; these calls are not, so an op that behaves only when checked, a CUDA graph
+    replayed without its inputs or a cache that skips work is wrong here."""
+    import torch
+
+    op = run.op
+    reasons: list[str] = []
+    for provider in op.sampler.take():
+        label = "timed call"
+        reasons += plain_tensor_reasons(label, provider.result)
+        if reasons:
+            break
+        if isinstance(op, GemmOp):
+            out_ref = op.reference(provider.inputs, torch.zeros_like(provider.result))[0]
+            snr = snr_db(out_ref, provider.result)
+            del out_ref
+            threshold = op.thresholds(run.kernels, run.dtype, shape)["out_snr"]
+            if not snr >= threshold:  # NaN fails
+                reasons.append(f"{label}: out_snr = {snr:.4g} dB on its own inputs (below {threshold:g})")
+        else:
+            reference = op.reference(run.kernels, provider.inputs)
+            if run.device.type == "cuda":
+                if mismatch_fraction(provider.result, reference) != 0.0:
+                    reasons.append(
+                        f"{label}: output differs bit for bit from the reference on its own inputs"
+                    )
+            else:
+                reasons += [f"{label}: {r}" for r in interpreter_quant_reasons(provider.result, reference)]
+            del reference
+        if reasons:
+            break
+    return reasons
+
+
+class Seal:
+    """The identity of every attribute of what the harness's numbers rest on, taken before the
+    kernels are imported: torch (and `torch.Tensor`, whose `@` the reference uses), the clocks, and
+    this harness's own functions, classes and the objects it measures with (the clock, the op).
+    An op that rebinds any of them, by whatever route (`__dict__`, an alias, `setattr` with a
+    computed name, an instance attribute shadowing a method), shows up in `broken()`."""
+
+    def __init__(self, device: Any, *objects: Any) -> None:
+        self.device = device
+        self.objects = {f"harness.{type(obj).__name__}()": obj for obj in objects if hasattr(obj, "__dict__")}
+        self.snapshot = {label: dict(vars(space)) for label, space in self._namespaces().items()}
+
+    def _namespaces(self) -> dict[str, Any]:
+        import torch
+
+        harness = sys.modules[__name__]
+        spaces: dict[str, Any] = {
+            "torch": torch,
+            "torch.Tensor": torch.Tensor,
+            "torch.nn.functional": torch.nn.functional,
+            "torch.autograd": torch.autograd,
+            "time": time,
+            "harness": harness,
+        }
+        for name, value in vars(harness).items():
+            if isinstance(value, type) and value.__module__ == __name__:
+                spaces[f"harness.{name}"] = value
+        spaces.update(self.objects)
+        if self.device.type == "cuda":
+            import triton.testing
+
+            spaces.update(
+                {
+                    "torch.cuda": torch.cuda,
+                    "torch.cuda.Event": torch.cuda.Event,
+                    "triton.testing": triton.testing,
+                }
+            )
+        return spaces
+
+    @staticmethod
+    def _torch_wrapper(new: Any, old: Any) -> bool:
+        """torch rebinds a few of its own functions when a submodule loads (`import torch._dynamo`
+        wraps `torch.manual_seed`): a wrapper whose code lives in torch and unwraps to the original."""
+        import inspect
+
+        import torch
+
+        code = getattr(new, "__code__", None)
+        return (
+            code is not None
+            and code.co_filename.startswith(os.path.dirname(torch.__file__))
+            and inspect.unwrap(new) is old
+        )
+
+    def broken(self) -> list[str]:
+        """`space.name` for every attribute rebound, removed, or (on a class) added since start-up;
+        on an object (the clock, the op), only its callables count: its counters may move."""
+        broken = []
+        for label, space in self._namespaces().items():
+            before, now = self.snapshot.get(label, {}), vars(space)
+            instance = not isinstance(space, ModuleType | type)
+            broken += [
+                f"{label}.{name}"
+                for name, value in before.items()
+                if now.get(name, before) is not value
+                and not self._torch_wrapper(now.get(name), value)
+                and not (instance and not callable(value) and not callable(now.get(name)))
+            ]
+            if not isinstance(space, ModuleType):  # nothing new on a class, no new callable on an object
+                broken += [
+                    f"{label}.{name}"
+                    for name in now.keys() - before.keys()
+                    if not instance or callable(now[name])
+                ]
+        return sorted(broken)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1062,6 +1259,7 @@ class Run:
     seed: int
     peaks: dict[str, float] | None
     gpu_name: str
+    seal: Seal | None = None
 
 
 def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
@@ -1071,6 +1269,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
     assert isinstance(op, GemmOp) and shape.N is not None
     generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
     row = GemmRow(shape.label, shape.B or 1, shape.M, shape.N, shape.K, ERROR)
+    op.sampler.take()
 
     def fresh_inputs() -> GemmInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
@@ -1117,6 +1316,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
         row.backward_ms = backward.median_ms
         timings["backward"] = backward
     verdict = Verdict()
+    verdict.reasons += timed_call_reasons(run, shape)
 
     # Correctness on fresh inputs, after timing (see the module docstring).
     inputs, grad_out = fresh_inputs(), fresh_grad_out()
@@ -1165,6 +1365,7 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     assert isinstance(op, QuantOp)
     generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
     row = QuantRow(shape.label, shape.M, shape.K, ERROR)
+    op.sampler.take()
 
     def fresh_inputs() -> QuantInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
@@ -1172,9 +1373,10 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     warm = fresh_inputs()
     op.provider(run.kernels, warm)()
     synchronize(run.device)
-    codes_ref, scales_ref = op.reference(run.kernels, warm)
     del warm
-    work = op.bytes_moved(shape, run.dtype.itemsize, scales_ref.numel())
+    # No reference exists before the candidate's last call (an op could find it and return it).
+    scale_count = shape.M * (1 if op.granularity == "rowwise" else -(-shape.K // QUANT_BLOCK))
+    work = op.bytes_moved(shape, run.dtype.itemsize, scale_count)
     forward = measure(
         run.clock,
         lambda: op.provider(run.kernels, fresh_inputs()),
@@ -1190,9 +1392,10 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
         forward.median_ms,
     )
     verdict = Verdict()
+    verdict.reasons += timed_call_reasons(run, shape)
 
     inputs = fresh_inputs()
-    out_bytes = [shape.M * shape.K, scales_ref.numel() * 4]
+    out_bytes = [shape.M * shape.K, scale_count * 4]
     codes, scales = checked_call(
         "forward", op.provider(run.kernels, inputs), inputs.tensors(), out_bytes, run.device, verdict
     )
@@ -1270,6 +1473,9 @@ def timer_reasons(run: Run, verdict: Verdict) -> None:
     replaced = run.clock.replaced()
     if replaced:
         verdict.reasons.append(f"timer replaced: {', '.join(replaced)}")
+    broken = run.seal.broken() if run.seal is not None else []
+    if broken:
+        verdict.reasons.append(f"harness or torch rebound: {', '.join(broken[:8])}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1375,6 +1581,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = torch.device("cuda" if cuda else "cpu")
     clock = Clock(device, args.preroll_s, args.window_s)
+    seal = Seal(device, clock, op)  # before the kernels are imported, like the clock
     kernels = load_kernels(op, cuda)
     gpu_name, peaks = device_peaks(device)
     print(f"quick_test_bench: {OP} ({BACKEND}) from {REPO_ROOT}; clock: {clock.name}", file=sys.stderr)
@@ -1410,7 +1617,8 @@ def main(argv: list[str] | None = None) -> int:
         peaks,
         gpu_name,
     )
-    startup = clock.replaced()
+    run.seal = seal
+    startup = clock.replaced() + seal.broken()
     run_shape: Callable[[Run, Shape, int], tuple[GemmRow | QuantRow, list[str]]] = (
         run_quant_shape if op.quant else run_gemm_shape
     )

@@ -18,15 +18,20 @@ What one step is, and why it resembles training rather than a benchmark:
                 scattered back with the gate weights; the routing is fresh and skewed every step
                 (random per-step expert popularity, so loads are uneven and an expert can be empty)
     quant       x -> quantise -> dequantise (straight-through gradient) -> linear -> gelu -> linear
-- fresh activations and targets every step, made before the step's clock starts; gradients are set
-  to None between steps (never accumulated);
+- fresh activations every step, made before the step's clock starts; the target is a fixed teacher
+  (the same block with its weights perturbed by 10%, computed in float32 with plain torch), so the
+  loss is small and a block that computes something else on real data, even once, moves it far;
+  gradients are set to None between steps (never accumulated);
 - the clock covers forward, backward and the optimiser step: CUDA events on a GPU, perf_counter on
   the CPU; warm-up steps (compilation, autotuning) are not recorded;
-- the loss must stay finite (exit 1 otherwise): a cache that serves another step's data tends to
-  show up here as a loss that diverges from the incumbent's with the same seed.
+- the loss must stay finite (exit 1 otherwise); VALIDATE compares the candidate's loss trajectory
+  with the incumbent's on the same seed, within what the op's precision allows (`op_rel_error`, the
+  relative output error its SNR threshold admits, and `out_ms`, the block output's mean square per
+  step), so a cache that serves another step's data or stale weights shows up there.
 
 Output (`--json PATH`): {"op", "backend", "size", "device", "dtype", "seed", "steps", "warmup",
-"step_ms": [...], "median_ms", "clock": "cuda_events"|"perf_counter", "loss": [...], "loss_finite"}.
+"step_ms": [...], "median_ms", "clock": "cuda_events"|"perf_counter", "loss": [...], "out_ms": [...],
+"op_rel_error", "loss_finite"}.
 Exit codes: 0 finite loss, 1 non-finite loss, 3 usage error.
 """
 
@@ -50,6 +55,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_NOT_FINITE, EXIT_USAGE = 0, 1, 3
 BACKENDS = ("triton", "torch")
+# The quick harness's SNR thresholds (dB) for the op's output: bf16/fp16 40, fp8 e4m3 25.
+SNR_DB = {"half": 40.0, "fp8": 25.0}
+TEACHER_OFFSET = 0.1  # the teacher's weights differ from the block's first by 10% of their scale
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,12 @@ class OpSpec:
     kind: str  # "dense", "grouped" or "quant"
     modules: tuple[str, ...]  # kernel modules whose BACKEND_ENV the --backend sets
     granularity: str | None = None
+
+    @property
+    def rel_error(self) -> float:
+        """The relative output error (rms) the op's SNR threshold admits: 10^(-SNR/20)."""
+        snr = SNR_DB["fp8" if self.granularity is not None else "half"]
+        return 10.0 ** (-snr / 20.0)
 
 
 OPS = {
@@ -136,6 +150,12 @@ class Block:
         experts = size.experts if spec.kind == "grouped" else 0
         self.w1 = _weight(size.d_ff, size.d_model, dtype, device, init, experts)
         self.w2 = _weight(size.d_model, size.d_ff, dtype, device, init, experts)
+        self.teacher = [
+            w.detach().float()
+            + TEACHER_OFFSET * torch.randn(w.shape, generator=init, device=device) / math.sqrt(w.shape[-1])
+            for w in (self.w1, self.w2)
+        ]
+        self.last_out_ms = math.nan
 
     def parameters(self) -> list[Any]:
         return [self.w1, self.w2]
@@ -145,13 +165,29 @@ class Block:
 
         size, gen = self.size, self.data_gen
         x = torch.randn(size.tokens, size.d_model, generator=gen, device=self.device, dtype=torch.float32)
-        target = torch.randn(
-            size.tokens, size.d_model, generator=gen, device=self.device, dtype=torch.float32
-        )
-        data = {"x": x.to(self.dtype).requires_grad_(True), "target": target}
+        data = {"x": x.to(self.dtype).requires_grad_(True)}
         if self.spec.kind == "grouped":
             data.update(self._routing())
+        data["target"] = self._teacher(data["x"].detach().float(), data)
         return data
+
+    def _teacher(self, x: Any, data: dict[str, Any]) -> Any:
+        """The target: the block's function with the teacher's weights, float32, plain torch."""
+        import torch
+        import torch.nn.functional as F
+
+        t1, t2 = self.teacher
+        if self.spec.kind != "grouped":
+            return F.linear(F.gelu(F.linear(x, t1)), t2)
+        rows = x[data["token_of_row"]]
+        expert_out = torch.empty_like(rows)
+        start = 0
+        for expert, count in enumerate(data["group_sizes"].tolist()):
+            part = slice(start, start + count)
+            expert_out[part] = F.linear(F.gelu(F.linear(rows[part], t1[expert])), t2[expert])
+            start += count
+        expert_out *= data["gate_of_row"].float()[:, None]
+        return torch.zeros_like(x).index_add(0, data["token_of_row"], expert_out)
 
     def _routing(self) -> dict[str, Any]:
         """A fresh top-k routing: per-token logits plus a per-step expert popularity (std 2), so
@@ -187,6 +223,7 @@ class Block:
             hidden = F.gelu(grouped_gemm(rows, self.w1, data["group_sizes"]))
             expert_out = grouped_gemm(hidden, self.w2, data["group_sizes"]) * data["gate_of_row"][:, None]
             out = torch.zeros_like(x).index_add(0, data["token_of_row"], expert_out)
+        self.last_out_ms = out.detach().float().pow(2).mean()
         return F.mse_loss(out.float(), data["target"])
 
     def _dense(self, x: Any) -> Any:
@@ -231,7 +268,7 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
         _cuda_clock if cuda else _host_clock
     )
 
-    def step(data: dict[str, Any]) -> Any:
+    def step(data: dict[str, Any]) -> tuple[Any, Any]:
         loss = block.loss(data)
         loss.backward()
         for weight, master in zip(block.parameters(), masters, strict=True):
@@ -241,18 +278,18 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
         with torch.no_grad():
             for weight, master in zip(block.parameters(), masters, strict=True):
                 weight.copy_(master)
-        return loss.detach()
+        return loss.detach(), block.last_out_ms
 
     for _ in range(args.warmup):
         step(block.inputs())
     timings, losses = [], []
     for _ in range(args.steps):
         data = block.inputs()
-        loss, elapsed_ms = clock(functools.partial(step, data))
+        loss_and_ms, elapsed_ms = clock(functools.partial(step, data))
         timings.append(elapsed_ms)
-        losses.append(loss)
+        losses.append(loss_and_ms)
     step_ms = [elapsed() for elapsed in timings]
-    loss_values = [float(loss) for loss in losses]
+    loss_values = [float(loss) for loss, _ in losses]
     return {
         "op": args.op,
         "backend": args.backend,
@@ -266,6 +303,8 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
         "median_ms": statistics.median(step_ms),
         "clock": "cuda_events" if cuda else "perf_counter",
         "loss": loss_values,
+        "out_ms": [float(out_ms) for _, out_ms in losses],
+        "op_rel_error": spec.rel_error,
         "loss_finite": all(math.isfinite(value) for value in loss_values),
     }
 

@@ -1,0 +1,89 @@
+"""The training probe is a gate: a round whose gain does not transfer is REJECTED for `overfit`.
+
+The fake project's harness reads SPEED from kernel.py; its fake probe reads PROBE_MS (step time)
+and LOSS_DRIFT (added to the loss from step 2 on, as a cache serving stale data would) from the
+same file, so each round chooses what the harness and the probe see.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitcampaign import constants as C
+from gitcampaign.commands.baseline import baseline
+from gitcampaign.commands.init import init
+from gitcampaign.commands.round import open_round
+from gitcampaign.commands.validate import validate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fake_project import git, make_project  # noqa: E402
+
+from tests.commands.test_loop import NAME, options  # noqa: E402
+
+PROBE = r"""
+import argparse, json, sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernel
+parser = argparse.ArgumentParser()
+parser.add_argument("--json", required=True)
+args = parser.parse_args()
+drift = getattr(kernel, "LOSS_DRIFT", 0.0)
+loss = [0.01 * 0.9**step + (drift if step >= 2 else 0.0) for step in range(6)]
+ms = getattr(kernel, "PROBE_MS", 10.0)
+Path(args.json).write_text(json.dumps({
+    "seed": 0, "median_ms": ms, "step_ms": [ms] * 6, "loss": loss, "out_ms": [0.5] * 6,
+    "op_rel_error": 0.01, "loss_finite": True,
+}))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = make_project(tmp_path / "proj")
+    (root / "probe.py").write_text(PROBE)
+    git(root, "add", "probe.py")
+    git(root, "commit", "-q", "-m", "fake probe")
+    monkeypatch.chdir(root)
+    init(root, options(probe_command=f"{sys.executable} probe.py"))
+    baseline(root, None)
+    return root
+
+
+def faster_round(root: Path, hypothesis: str, probe_lines: str) -> str:
+    open_round(root, None, hypothesis)
+    (root / "kernel.py").write_text(f"SPEED = 130\nCORRECT = True\nEDGE_CASES_OK = True\n{probe_lines}")
+    git(root, "commit", "-q", "-am", f"Hypothesis: {hypothesis}\nChange: faster")
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize(
+    ("probe_lines", "note"),
+    [
+        ("PROBE_MS = 11.0\n", "slower: the gain did not transfer"),
+        ("LOSS_DRIFT = 0.01\n", "loss left the incumbent's trajectory: step 2"),
+    ],
+)
+def test_a_gain_that_does_not_transfer_is_rejected(project: Path, probe_lines: str, note: str) -> None:
+    main_before = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    commit = faster_round(project, "wins the harness only", probe_lines)
+    result = validate(project, None)
+    assert (result.decision, result.reasons, result.transfer) == (
+        C.DECISION_REJECT,
+        [C.REASON_OVERFIT],
+        "REJECT-as-overfit",
+    )
+    assert any(note in line for line in result.notes), result.notes
+    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == main_before
+    assert git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip() == commit
+
+
+def test_a_gain_that_transfers_is_accepted(project: Path) -> None:
+    """Within the tolerance (a loss drift far below what a 1% op error allows) and as fast: ACCEPT."""
+    commit = faster_round(project, "really faster", "PROBE_MS = 9.0\nLOSS_DRIFT = 1e-6\n")
+    result = validate(project, None)
+    assert result.decision in C.ACCEPTED and result.transfer == "ACCEPT-as-real"
+    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == commit

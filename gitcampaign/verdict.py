@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -53,6 +53,66 @@ _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
 DECISIONS = tuple(Decision)
 
 
+@dataclass
+class VerdictDoc:
+    """One document of a verdict stream (the model is DVC's `SerializableExp`).
+
+    The fields every reader relies on are typed; all the others (the measurement, gates, samples,
+    and any field a later version adds) stay in `extra`, and `keys` remembers the order they were
+    written in, so `VerdictDoc.parse(text).to_yaml()` gives back the document it read. A document
+    may lack any field but `campaign`: the first versions wrote fewer.
+    """
+
+    campaign: str
+    round: int | None = None
+    phase: Phase | str | None = None  # a phase this version does not know is kept, and decides nothing
+    decision: Decision | None = None
+    commit: str | None = None
+    incumbent: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+
+    TYPED = ("campaign", "round", "phase", "decision", "commit", "incumbent")
+
+    @classmethod
+    def from_mapping(cls, doc: object) -> VerdictDoc | None:
+        """The document, or None when it is not one (no campaign, a round that is not a number,
+        a decision that is not a `Decision`): a hand-broken document is skipped, never fatal."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+            return None
+        number, decision, phase = doc.get("round"), doc.get("decision"), doc.get("phase")
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+            return None
+        if decision is not None and decision not in DECISIONS:
+            return None
+        known_phase = Phase(phase) if phase in tuple(Phase) else phase
+        return cls(
+            doc["campaign"],
+            number,
+            known_phase,
+            Decision(decision) if decision is not None else None,
+            doc.get("commit"),
+            doc.get("incumbent"),
+            {key: value for key, value in doc.items() if key not in cls.TYPED},
+            tuple(doc),
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> VerdictDoc | None:
+        return cls.from_mapping(_load(text))
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The document as a mapping, in the order it was written (new fields last)."""
+        typed = {key: getattr(self, key) for key in self.TYPED}
+        present = {key: value for key, value in typed.items() if value is not None or key in self.keys}
+        merged = {**present, **self.extra}
+        order = [key for key in self.keys if key in merged] + [key for key in merged if key not in self.keys]
+        return {key: merged[key] for key in order}
+
+    def to_yaml(self) -> str:
+        return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
 def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
     """The well-formed documents of a stream, each parsed alone: one hand-broken document (invalid
     YAML, a decision that is not one) is skipped without hiding the others."""
@@ -60,24 +120,17 @@ def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
         return []
     documents = []
     for part in _DOCUMENT_START.split(raw.decode(errors="replace")):
-        if not part.strip():
-            continue
-        try:
-            doc = yaml.load(part, Loader=_LOADER)
-        except yaml.YAMLError:
-            continue
-        if _well_formed(doc):
-            documents.append(doc)
+        doc = _load(part) if part.strip() else None
+        if isinstance(doc, dict) and VerdictDoc.from_mapping(doc) is not None:
+            documents.append(doc)  # as read: readers and the cache see the strings the note holds
     return documents
 
 
-def _well_formed(doc: object) -> bool:
-    if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
-        return False
-    number, decision = doc.get("round"), doc.get("decision")
-    return (number is None or (isinstance(number, int) and not isinstance(number, bool))) and (
-        decision is None or decision in DECISIONS
-    )
+def _load(text: str) -> object:
+    try:
+        return yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        return None
 
 
 def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any]]]:

@@ -10,23 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_project import git
+from fixture_campaign import FIXTURES, restore
 
 from gitcampaign.commands.log import log
 from gitcampaign.commands.report import report
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def restore(root: Path) -> Path:
-    """The fixture's refs and notes in a fresh repository, checked out where it was left."""
-    root.mkdir()
-    git(root, "init", "-q", "-b", "scratch")
-    git(root, "fetch", "-q", str(FIXTURES / "campaign-v1.bundle"), "+refs/*:refs/*")
-    git(root, "checkout", "-q", "campaign/demo/round-7")
-    return root
 
 
 def expected() -> dict[str, Any]:

@@ -24,8 +24,8 @@ def expected() -> dict[str, Any]:
 
 def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     root = restore(tmp_path / "old")
-    _, state = status(root, None)
-    _, rows = log(root, None)
+    state = status(root, None).to_json()
+    rows = log(root, None).to_json()
     assert json.loads(json.dumps({"status": state, "log": rows})) == {
         key: expected()[key] for key in ("status", "log")
     }

@@ -39,6 +39,14 @@ class BaselineResult:
     noise: NoiseFloor
     aggregate: float
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "aggregate": self.aggregate,
+            "representative_shapes": self.representative,
+            "noise_floor": {"aggregate": self.noise.aggregate, "shapes": self.noise.shapes},
+        }
+
 
 def relative_spread(row_values: dict[str, float], metric: str) -> float:
     """Run-to-run spread of the primary metric within the harness process (stddev / value)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
@@ -40,6 +41,16 @@ class InitOptions:
     acceptance_command: str | None = None  # None: the project's full test suite (see default_acceptance)
     execution_mode: str = C.EXECUTION_REPO
     workspace: tuple[str, ...] = ()
+
+
+@dataclass
+class InitResult:
+    campaign: str
+    commit: str  # the commit on the new accepted line that holds the manifest
+    main_branch: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
@@ -136,7 +147,7 @@ def workspace_paths(repo_root: Path, mode: str, given: tuple[str, ...], commands
     return protected_paths(repo_root, commands, None, tuple(path.rstrip("/") for path in given))
 
 
-def init(repo_path: Path, options: InitOptions) -> str:
+def init(repo_path: Path, options: InitOptions) -> InitResult:
     """Create the campaign; returns the commit that holds the manifest."""
     check_name(options.name)
     repo = g.open_repo(repo_path)
@@ -238,4 +249,4 @@ def init(repo_path: Path, options: InitOptions) -> str:
     )
     g.checkout(repo, C.main_branch(name))
     configure_notes(repo)
-    return commit
+    return InitResult(name, commit, CampaignRef.main(name).branch)

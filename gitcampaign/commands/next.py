@@ -36,6 +36,9 @@ class NextStep:
     why: str
     runnable: bool  # whether `--run` can perform it without more input
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 @dataclass
 class Performed:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import envinfo
@@ -21,6 +22,9 @@ class PrepareResult:
     environment: dict[str, object]
     actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def template_text(name: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,9 @@ class ReportResult:
     acceptance: str = "none"  # passed, failed (recorded with --force) or none (no acceptance command)
     clean_diff: bool = True
     warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def report(

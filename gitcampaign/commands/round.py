@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign.campaign import locked
@@ -16,6 +17,9 @@ class RoundResult:
     number: int
     branch: str
     base: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> RoundResult:

@@ -8,7 +8,7 @@ For GEMM-class ops `M` is the total number of rows (summed over groups), so FLOP
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -17,30 +17,10 @@ from gitcampaign.errors import CampaignError
 
 # The MoE token distributions belong to the harness, which owns the routing (docs/harness.md);
 # the tool only names them.
-from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, SKEWED_DISTRIBUTIONS
+# The harness owns the shape record and the routing distributions; the presets build its Shape.
+from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, SKEWED_DISTRIBUTIONS, Shape
 
 __all__ = ["DISTRIBUTIONS", "SKEWED_DISTRIBUTIONS", "Shape", "dump_shapes", "load_shapes", "preset"]
-
-
-@dataclass(frozen=True)
-class Shape:
-    label: str
-    M: int
-    K: int
-    N: int | None = None
-    B: int | None = None
-    dist: str | None = None
-    min_snr_db: float | None = None  # tightens the harness's SNR threshold for this shape
-
-    def work(self) -> int:
-        """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
-        return self.M * self.K * (self.N or 1)
-
-    def to_dict(self) -> dict[str, object]:
-        """The shape-file mapping, keys in CSV column order."""
-        fields = asdict(self)
-        keys = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
-        return {key: fields[key] for key in keys if fields[key] is not None}
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -67,7 +67,8 @@ from typing import Any, NoReturn
 OP = "__OP__"
 BACKEND = "__BACKEND__"
 
-# Byte for byte gitcampaign.constants.GEMM_HEADER / QUANT_HEADER (a test keeps them equal).
+# The CSV schema, byte for byte; gitcampaign reads these (and the SNR thresholds, the Shape record
+# and the distributions) from this file, so the contract is written once.
 GEMM_HEADER = (
     "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
     "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
@@ -133,6 +134,15 @@ class Shape:
     B: int | None = None
     dist: str | None = None
     min_snr_db: float | None = None
+
+    def work(self) -> int:
+        """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
+        return self.M * self.K * (self.N or 1)
+
+    def to_dict(self) -> dict[str, object]:
+        """The shape-file mapping, keys in CSV column order."""
+        fields = asdict(self)
+        return {key: fields[key] for key in SHAPE_FIELDS if fields[key] is not None}
 
 
 @dataclass

@@ -1620,20 +1620,36 @@ def load_kernels(op: GemmOp | QuantOp, cuda: bool) -> ModuleType:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Read the arguments and shapes, set up the device and clock, run every shape, write the CSV."""
     try:
-        op = check_placeholders()
-        args = parse_args(argv)
-        try:
-            import yaml
-
-            data = yaml.safe_load(args.shapes_file.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise UsageError(f"cannot read the shape file {args.shapes_file}: {exc}") from exc
-        shapes = parse_shapes(data, str(args.shapes_file), op.grouped, op.quant)
+        op, args, shapes = read_request(argv)
     except UsageError as exc:
         print(f"quick_test_bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    run = start_run(op, args)
+    if run is None:
+        return EXIT_NO_GPU
+    lines, all_pass = run_shapes(run, shapes)
+    write_results(args, run, lines)
+    return EXIT_OK if all_pass else EXIT_FAILED
 
+
+def read_request(argv: list[str] | None) -> tuple[GemmOp | QuantOp, argparse.Namespace, list[Shape]]:
+    """The op this copy was prepared for, the arguments and the shape file; UsageError when bad."""
+    op = check_placeholders()
+    args = parse_args(argv)
+    try:
+        import yaml
+
+        data = yaml.safe_load(args.shapes_file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read the shape file {args.shapes_file}: {exc}") from exc
+    return op, args, parse_shapes(data, str(args.shapes_file), op.grouped, op.quant)
+
+
+def start_run(op: GemmOp | QuantOp, args: argparse.Namespace) -> Run | None:
+    """Device, clock and seal (both before the kernels are imported), the kernels and the GPU's
+    peaks; None when the backend needs a GPU and there is none."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -1642,7 +1658,7 @@ def main(argv: list[str] | None = None) -> int:
             f"quick_test_bench: {OP} with the {BACKEND} backend needs a CUDA GPU, and none is visible",
             file=sys.stderr,
         )
-        return EXIT_NO_GPU
+        return None
     if not cuda:
         print(
             "quick_test_bench: no CUDA GPU: Triton interpreter (TRITON_INTERPRET=1), fp16 instead of bf16 "
@@ -1674,7 +1690,7 @@ def main(argv: list[str] | None = None) -> int:
             "for bit; Check on a GPU demands mismatch_frac = 0",
             file=sys.stderr,
         )
-    run = Run(
+    return Run(
         op,
         kernels,
         device,
@@ -1686,8 +1702,15 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         peaks,
         gpu_name,
+        seal,
     )
-    run.seal = seal
+
+
+def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
+    """Every shape in order, each row printed as it is done: the CSV lines and whether all passed.
+    A shape that raises is an ERROR row; a timer or routing replaced at import fails every row."""
+    op, clock, seal = run.op, run.clock, run.seal
+    assert seal is not None
     startup = clock.replaced() + seal.broken()
     run_shape: Callable[[Run, Shape, int], tuple[GemmRow | QuantRow, list[str]]] = (
         run_quant_shape if op.quant else run_gemm_shape
@@ -1720,6 +1743,12 @@ def main(argv: list[str] | None = None) -> int:
         all_pass &= row.check == PASS
         lines.append(csv_line(row))
         print(csv_line(row), end="", flush=True)
+    return lines, all_pass
+
+
+def write_results(args: argparse.Namespace, run: Run, lines: list[str]) -> None:
+    """The CSV, and beside it the clock log of every timed window."""
+    clock, gpu_name = run.clock, run.gpu_name
     args.summary_csv.parent.mkdir(parents=True, exist_ok=True)
     args.summary_csv.write_text("".join(lines))
     if clock.windows:
@@ -1727,7 +1756,6 @@ def main(argv: list[str] | None = None) -> int:
         clock_log = [window.summary() for window in clock.windows]
         clock_path = args.summary_csv.with_suffix(CLOCK_LOG_SUFFIX)
         clock_path.write_text(json.dumps({"gpu": gpu_name, "windows": clock_log}, indent=1) + "\n")
-    return EXIT_OK if all_pass else EXIT_FAILED
 
 
 if __name__ == "__main__":

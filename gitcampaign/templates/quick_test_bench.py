@@ -192,7 +192,28 @@ def csv_line(row: GemmRow | QuantRow) -> str:
 
 
 def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[Shape]:
-    """Validate the YAML shape list; every error names the entry and the field."""
+    """Validate the YAML shape list for this op; every error names the entry and the field."""
+    required = ("label", "M", "K") if quant else ("label", "M", "N", "K") + (("B", "dist") if grouped else ())
+    shapes = shape_records(data, source, required, minimum=0, needed_by=f", which {OP} needs")
+    for index, shape in enumerate(shapes):
+        where = f"{source}: shape #{index + 1}"
+        if grouped and (shape.B or 0) < 1:
+            raise UsageError(f"{where}: B (the number of groups) must be at least 1")
+        if shape.min_snr_db is not None:
+            if quant:
+                raise UsageError(f"{where}: min_snr_db does not apply to {OP}, which is checked bit for bit")
+            if shape.min_snr_db < min(SNR_THRESHOLDS_DB.values()):
+                raise UsageError(f"{where}: min_snr_db may only tighten the default thresholds")
+    return shapes
+
+
+def shape_records(
+    data: object, source: str, required: tuple[str, ...], minimum: int, needed_by: str = ""
+) -> list[Shape]:
+    """The shape list as records, checked as every reader of a shape file checks it (this harness
+    with its op's `required` fields, and gitcampaign for any op): a list of mappings of known
+    fields, integer sizes of at least `minimum`, a known `dist`, a label a CSV cell can carry, a
+    numeric min_snr_db, and no label twice. UsageError names the entry and the field."""
     if not isinstance(data, list) or not data:
         raise UsageError(f"{source}: expected a non-empty YAML list of shapes")
     shapes: list[Shape] = []
@@ -203,35 +224,26 @@ def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[
         unknown = sorted(set(entry) - set(SHAPE_FIELDS))
         if unknown:
             raise UsageError(f"{where} has unknown fields {unknown}; allowed: {', '.join(SHAPE_FIELDS)}")
-        required = (
-            ("label", "M", "K") if quant else ("label", "M", "N", "K") + (("B", "dist") if grouped else ())
-        )
         for name in required:
             if entry.get(name) is None:
-                raise UsageError(f"{where} has no {name!r}, which {OP} needs")
+                raise UsageError(f"{where} has no {name!r}{needed_by}")
         for name in ("M", "N", "K", "B"):
             value = entry.get(name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise UsageError(f"{where}: {name} = {value!r} is not a non-negative integer")
-        if grouped and entry["B"] < 1:
-            raise UsageError(f"{where}: B (the number of groups) must be at least 1")
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < minimum
+            ):
+                kind = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
+                raise UsageError(f"{where}: {name} = {value!r} is not a {kind} integer")
         if entry.get("dist") is not None and entry["dist"] not in DISTRIBUTIONS:
             raise UsageError(f"{where}: dist {entry['dist']!r} is not one of {', '.join(DISTRIBUTIONS)}")
         label = str(entry["label"])
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
             raise UsageError(f"{where}: label {label!r} has characters a CSV cell cannot carry")
         min_snr = entry.get("min_snr_db")
-        if min_snr is not None:
-            if quant:
-                raise UsageError(f"{where}: min_snr_db does not apply to {OP}, which is checked bit for bit")
-            if (
-                not isinstance(min_snr, (int, float))
-                or isinstance(min_snr, bool)
-                or not math.isfinite(min_snr)
-            ):
-                raise UsageError(f"{where}: min_snr_db = {min_snr!r} is not a number")
-            if min_snr < min(SNR_THRESHOLDS_DB.values()):
-                raise UsageError(f"{where}: min_snr_db may only tighten the default thresholds")
+        if min_snr is not None and (
+            not isinstance(min_snr, (int, float)) or isinstance(min_snr, bool) or not math.isfinite(min_snr)
+        ):
+            raise UsageError(f"{where}: min_snr_db = {min_snr!r} is not a number")
         shapes.append(
             Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), entry.get("dist"), min_snr)
         )

@@ -522,7 +522,11 @@ def export_paths(repo: Repo, commit: str, paths: list[str], dest: Path) -> None:
         ) from exc
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="tar")
+        # The "tar" filter (refuses links out of `dest`) exists from Python 3.11.4 and 3.12 on.
+        if hasattr(tarfile, "tar_filter"):
+            tar.extractall(dest, filter="tar")
+        else:
+            tar.extractall(dest)  # our own commit's archive, from our object store
 
 
 def tree_listing(repo: Repo, commit: str, paths: list[str] | None = None) -> str:

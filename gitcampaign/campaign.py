@@ -21,7 +21,7 @@ from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
-from gitcampaign.refs import CampaignRef, RefKind
+from gitcampaign.refs import HEADS, CampaignRef, RefKind
 from gitcampaign.vocabulary import Phase, Status
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -46,7 +46,7 @@ def check_name(name: str, repo: Repo | None = None) -> str:
         raise CampaignError(f"campaign name {name!r} is not usable in a ref", hint)
     if repo is not None:
         for blocking in (CampaignRef.branches_prefix(), CampaignRef.branches_prefix(name)):
-            branch = blocking[len("refs/heads/") : -1]
+            branch = blocking[len(HEADS) : -1]
             if g.rev(repo, blocking[:-1], peel="") is not None:
                 raise CampaignError(
                     f"branch {branch} exists, so {CampaignRef.main(name).branch} cannot be"

@@ -34,6 +34,7 @@ from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, log_table
 from gitcampaign.progress import Progress
+from gitcampaign.refs import CampaignRef
 
 NAME = "gemm-demo"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo"
@@ -181,5 +182,6 @@ def demo(
     echo("\n" + log_table(rows, C.METRIC_STEP) + "\n")
     echo(_git(root, "log", "--no-notes", "--notes=campaign/bench", C.main_branch(NAME)))
     echo("rejected rounds, pinned under refs/campaign/:")
-    echo(_git(root, "log", "--no-walk", "--oneline", "--no-notes", f"--glob=refs/campaign/{NAME}/rejected/*"))
+    pins = f"--glob={CampaignRef.rejected_prefix(NAME)}*"
+    echo(_git(root, "log", "--no-walk", "--oneline", "--no-notes", pins))
     echo(f"explore: cd {root} && git log {C.main_branch(NAME)} && git campaign log && git campaign show 2")

@@ -15,6 +15,7 @@ from gitcampaign import git as g
 from gitcampaign import sync
 from gitcampaign.campaign import campaigns, check_name, resolve
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import HEADS
 from gitcampaign.sync import SyncResult, integrate
 
 
@@ -26,7 +27,7 @@ def pull(
     name = _campaign_name(repo, campaign_name)
     with g.campaign_lock(repo, name):
         theirs = sync.fetch(repo, name, source, sync.tracking_label(source))
-        if not any(ref.startswith("refs/heads/") for ref in theirs):
+        if not any(ref.startswith(HEADS) for ref in theirs):
             raise CampaignError(
                 f"{source} has no campaign {name}",
                 f"push it from the clone that has it: git campaign push {source}",

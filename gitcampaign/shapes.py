@@ -188,7 +188,8 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
         return shape_records(data, source, ("label", "M", "K"), minimum=1)
     except UsageError as exc:
         raise CampaignError(
-            str(exc), "fix the shape list: a YAML list of {label, M, N, K} mappings (docs/harness.md, Invocation)"
+            str(exc),
+            "fix the shape list: a YAML list of {label, M, N, K} mappings (docs/harness.md, Invocation)",
         ) from exc
 
 

@@ -7,9 +7,13 @@ Reading the lineage costs a fixed number of git calls whatever the number of rou
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import yaml
 from git import Repo
 
 from gitcampaign import constants as C
@@ -17,16 +21,18 @@ from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
+from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.vocabulary import Phase, Status
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_ROUND = re.compile(r"round-(\d+)")
 
-STATUS_BASELINE = "baseline"
-STATUS_ACCEPTED = "accepted"
-STATUS_REJECTED = "rejected"
-STATUS_OPEN = "open"  # a round branch with its commit, not validated yet
-STATUS_EMPTY = "empty"  # a round branch without its commit yet
-STATUS_PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)
+# The names callers used before `Status` owned the words.
+STATUS_BASELINE = Status.BASELINE
+STATUS_ACCEPTED = Status.ACCEPTED
+STATUS_REJECTED = Status.REJECTED
+STATUS_OPEN = Status.OPEN
+STATUS_EMPTY = Status.EMPTY
+STATUS_PENDING = Status.PENDING
 
 
 MAX_NAME = 64  # the name is a path component of refs and lock files; keep it well under NAME_MAX
@@ -39,23 +45,20 @@ def check_name(name: str, repo: Repo | None = None) -> str:
     if len(name) > MAX_NAME or not _NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")):
         raise CampaignError(f"campaign name {name!r} is not usable in a ref", hint)
     if repo is not None:
-        for blocking in ("refs/heads/campaign", f"refs/heads/campaign/{name}"):
-            if g.rev(repo, blocking, peel="") is not None:
+        for blocking in (CampaignRef.branches_prefix(), CampaignRef.branches_prefix(name)):
+            branch = blocking[len(HEADS) : -1]
+            if g.rev(repo, blocking[:-1], peel="") is not None:
                 raise CampaignError(
-                    f"branch {blocking[len('refs/heads/') :]} exists, so {C.main_branch(name)} cannot be"
+                    f"branch {branch} exists, so {CampaignRef.main(name).branch} cannot be"
                     " created (a branch name cannot also be a folder of branch names)",
-                    f"pick another campaign name, or rename that branch (`git branch -m {blocking[11:]} NEW`)",
+                    f"pick another campaign name, or rename that branch (`git branch -m {branch} NEW`)",
                 )
     return name
 
 
 def campaigns(repo: Repo) -> list[str]:
-    names = []
-    for ref in g.refs_under(repo, "refs/heads/campaign/"):
-        parts = ref.split("/")
-        if len(parts) == 5 and parts[4] == "main":
-            names.append(parts[3])
-    return sorted(names)
+    parsed = (CampaignRef.from_ref(ref) for ref in g.refs_under(repo, CampaignRef.branches_prefix()))
+    return sorted(ref.campaign for ref in parsed if ref is not None and ref.kind == RefKind.MAIN)
 
 
 def resolve(repo: Repo, name: str | None) -> str:
@@ -72,10 +75,9 @@ def resolve(repo: Repo, name: str | None) -> str:
             )
         return name
     branch = g.current_branch(repo)
-    if branch and branch.startswith("campaign/"):
-        parts = branch.split("/")
-        if len(parts) == 3 and parts[1] in known:
-            return parts[1]
+    owner = CampaignRef.owner(branch) if branch else None
+    if owner in known:
+        return owner
     if len(known) == 1:
         return known[0]
     if not known:
@@ -90,7 +92,7 @@ def resolve(repo: Repo, name: str | None) -> str:
 @dataclass
 class Round:
     number: int
-    status: str
+    status: Status
     commit: str | None
     hypothesis: str
     docs: list[dict[str, Any]] = field(default_factory=list)
@@ -107,14 +109,20 @@ class Campaign:
 
     @property
     def main_branch(self) -> str:
-        return C.main_branch(self.name)
+        return CampaignRef.main(self.name).branch
 
     @property
     def main_ref(self) -> str:
-        return f"refs/heads/{self.main_branch}"
+        return str(CampaignRef.main(self.name))
 
     def round_branch(self, number: int) -> str:
-        return C.round_branch(self.name, number)
+        return CampaignRef.round_branch(self.name, number).branch
+
+    def round_ref(self, number: int) -> str:
+        return str(CampaignRef.round_branch(self.name, number))
+
+    def rejected_ref(self, number: int) -> str:
+        return str(CampaignRef.rejected(self.name, number))
 
     def accepted_head(self) -> str:
         head = g.rev(self.repo, self.main_ref)
@@ -141,6 +149,33 @@ class Campaign:
             )
         return manifest
 
+    def manifest_command(self, key: str) -> str:
+        """One command of the manifest as the accepted line has it, read without the whole
+        manifest's validation (the commit hooks run while a campaign is still being set up); a
+        round cannot loosen its own gate by editing the manifest."""
+        main = self.main_branch
+        path = f"{C.campaign_dir(self.name)}/{C.MANIFEST_FILE}"
+        content = g.read_file_at(self.repo, main, path) if g.rev(self.repo, main) else None
+        if content is None:
+            raise CampaignError(
+                f"{path} is not on {main}, so the round's gates cannot run",
+                f"run `git campaign init {self.name} ...` first",
+            )
+        try:
+            fields = yaml.safe_load(content)
+        except yaml.YAMLError as exc:
+            raise CampaignError(
+                f"{path} on {main} is not valid YAML: {exc}", "repair the manifest on the campaign's main"
+            ) from exc
+        if not isinstance(fields, dict):
+            raise CampaignError(
+                f"{path} on {main} is not a mapping", "repair the manifest on the campaign's main"
+            )
+        value = fields.get(key) or ""
+        if not isinstance(value, str):
+            raise CampaignError(f"{path}: {key} must be a shell command string", f"set {key} in the manifest")
+        return value
+
     def baseline_commit(self) -> str | None:
         """The accepted-line commit the baseline recorded (the first one with a full-validation note)."""
         full = g.note_blobs(self.repo, C.NOTES_FULL)
@@ -161,20 +196,20 @@ class Campaign:
             )
         return manifest
 
-    def _numbered(self, prefix: str) -> dict[int, str]:
-        """{N: commit} for the refs `prefix` + `round-N`."""
+    def _numbered(self, prefix: str, kind: RefKind) -> dict[int, str]:
+        """{N: commit} for this campaign's refs of `kind` under `prefix`."""
         found = {}
-        for ref, sha in g.refs_under(self.repo, prefix).items():
-            match = _ROUND.fullmatch(ref[len(prefix) :])
-            if match:
-                found[int(match.group(1))] = sha
+        for name, sha in g.refs_under(self.repo, prefix).items():
+            ref = CampaignRef.from_ref(name)
+            if ref is not None and ref.kind == kind and ref.campaign == self.name and ref.round is not None:
+                found[ref.round] = sha
         return found
 
     def round_branches(self) -> dict[int, str]:
-        return self._numbered(f"refs/heads/campaign/{self.name}/")
+        return self._numbered(CampaignRef.branches_prefix(self.name), RefKind.ROUND)
 
     def rejected_pins(self) -> dict[int, str]:
-        return self._numbered(f"refs/campaign/{self.name}/rejected/")
+        return self._numbered(CampaignRef.rejected_prefix(self.name), RefKind.REJECTED)
 
     def next_round_number(self) -> int:
         used = set(self.round_branches()) | set(self.rejected_pins())
@@ -210,7 +245,7 @@ class Campaign:
             (
                 docs
                 for commit, docs in valid.items()
-                if commit in accepted_line and docs[0].get("phase") == verdict.PHASE_BASELINE
+                if commit in accepted_line and docs[0].get("phase") == Phase.BASELINE
             ),
             [],
         )
@@ -229,16 +264,17 @@ class Campaign:
                 c for c, docs in noted.items() if _unapplied(c, docs, head, c in accepted_line, pin, tip)
             ]
             round_commit: str | None
+            status: Status
             if accepted and accepted[0] != pin:
-                status, round_commit = STATUS_ACCEPTED, accepted[0]
+                status, round_commit = Status.ACCEPTED, accepted[0]
             elif unapplied:
-                status, round_commit = STATUS_PENDING, unapplied[0]
+                status, round_commit = Status.PENDING, unapplied[0]
             elif pin is not None:
-                status, round_commit = STATUS_REJECTED, pin
+                status, round_commit = Status.REJECTED, pin
             elif tip is not None and tip not in accepted_line:
-                status, round_commit = STATUS_OPEN, tip
+                status, round_commit = Status.OPEN, tip
             elif tip is not None:
-                status, round_commit = STATUS_EMPTY, None
+                status, round_commit = Status.EMPTY, None
             else:
                 continue
             docs = noted.get(round_commit, []) if round_commit else []
@@ -275,3 +311,135 @@ def _applicable(docs: list[dict[str, Any]], accepted_head: str) -> bool:
     if decision is None:
         return False
     return decision["decision"] not in C.ACCEPTED or decision.get("incumbent") == accepted_head
+
+
+@contextmanager
+def locked(repo_path: Path, name: str | None, clean_for: str | None = None) -> Iterator[Campaign]:
+    """The preamble of every command that changes a campaign: open the repository, resolve the
+    campaign (finishing what a killed command left), hold its lock, and, when the command checks
+    out or commits (`clean_for` says what it does, for the error), require a clean work tree."""
+    repo = g.open_repo(repo_path)
+    campaign = Campaign(repo, resolve(repo, name))
+    with g.campaign_lock(repo, campaign.name):
+        if clean_for is not None:
+            g.require_clean(repo, clean_for)
+        yield campaign
+
+
+def opened(repo_path: Path, name: str | None) -> Campaign:
+    """The campaign a read-only command looks at (no lock: reading refs and notes is atomic)."""
+    repo = g.open_repo(repo_path)
+    return Campaign(repo, resolve(repo, name))
+
+
+def configure_notes(repo: Repo) -> None:
+    """Plain `git log` shows the campaign notes, and amend/rebase carry them along."""
+    g.config_add_once(repo, "notes.displayRef", C.NOTES_GLOB)
+    g.config_add_once(repo, "notes.rewriteRef", C.NOTES_GLOB)
+    g.config_set(repo, "notes.rewrite.amend", "true")
+    g.config_set(repo, "notes.rewrite.rebase", "true")
+
+
+# -- the one-commit rule: a round is exactly one commit on top of the accepted head it started from --
+
+
+def check_one_commit(campaign: Campaign, number: int, commit: str | None, incumbent: str) -> str:
+    """The round's commit, or CampaignError when the round is not one commit on `incumbent`."""
+    branch = campaign.round_branch(number)
+    if commit is None or commit == incumbent:
+        raise CampaignError(f"{branch} has no commit yet", "make the one change, `git commit`, then validate")
+    parent = g.parent(campaign.repo, commit)
+    if parent != incumbent:
+        if g.is_ancestor(campaign.repo, incumbent, commit):
+            raise CampaignError(
+                f"{branch} holds {g.count_commits(campaign.repo, incumbent, commit)} commits: a round is one change",
+                _squash(campaign),
+            )
+        raise CampaignError(
+            f"{branch} does not start from the accepted head {incumbent[:12]} (main moved since the round began)",
+            f"rebase it: git rebase {campaign.main_branch} {branch}",
+        )
+    return commit
+
+
+def check_next_commit(campaign: Campaign, number: int, amending: bool) -> None:
+    """Whether the commit being made on round `number`'s checked-out branch keeps it at one commit
+    (an amend of its one commit does); CampaignError when it would not."""
+    repo, main, branch = campaign.repo, campaign.main_branch, campaign.round_branch(number)
+    if g.rev(repo, main) is None:
+        raise CampaignError(
+            f"{main} does not exist, so {branch} has no accepted line to sit on",
+            "run `git campaign init` first",
+        )
+    ahead = g.count_commits(repo, main, "HEAD") if g.rev(repo, "HEAD") else 0
+    if ahead == 0 or (ahead == 1 and amending):
+        return
+    if ahead == 1:
+        raise CampaignError(
+            f"{branch} already has its one commit: a round is exactly one commit on top of {main}",
+            "fold this change into it with `git commit --amend`",
+        )
+    raise CampaignError(
+        f"{branch} is {ahead} commits ahead of {main}; a round is exactly one commit", _squash(campaign)
+    )
+
+
+def _squash(campaign: Campaign) -> str:
+    return f"squash them: git reset --soft {campaign.main_branch} && git commit"
+
+
+# -- applying a noted decision -------------------------------------------------------------------------
+
+
+def apply_decision(
+    campaign: Campaign, number: int, commit: str, incumbent: str, decision: str, why: str = ""
+) -> None:
+    """Move refs for a noted decision; idempotent, so an interrupted run is finished by the next one.
+
+    ACCEPT: drop a rejection pin (a manual accept of a rejected round), then fast-forward main, but
+    only from the incumbent the round was measured against: if main moved, the decision is stale
+    and this says so (never ACCEPT over an unmoved main). REJECT: pin the commit first (so it is
+    never lost), then reset the round branch, or, for the accepted head, add a commit restoring the
+    tree before it (the accepted line is never rewritten).
+    """
+    repo = campaign.repo
+    round_ref = campaign.round_ref(number)
+    pin = campaign.rejected_ref(number)
+    with g.repo_lock(repo):
+        main = g.rev(repo, campaign.main_ref)
+        if decision in C.ACCEPTED:
+            if main not in (incumbent, commit):
+                raise stale_decision(campaign, number, incumbent, main)
+            if g.rev(repo, pin) == commit:
+                g.delete_ref(repo, pin, commit)
+                g.fault_point("apply:unpinned")
+            if g.rev(repo, round_ref) == incumbent:
+                g.update_ref(repo, round_ref, commit, incumbent, f"campaign: accept round {number}")
+            if main == incumbent:
+                g.move_branch(
+                    repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}"
+                )
+            g.checkout(repo, campaign.main_branch)
+            return
+        g.checkout(repo, campaign.main_branch)
+        if g.rev(repo, pin) is None:
+            g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
+        g.fault_point("apply:pinned")
+        # What a rejection restores is the commit's own parent, whatever a document claims.
+        parent = g.parent(repo, commit) or incumbent
+        if main == commit:
+            message = f"campaign {campaign.name}: roll back round {number}\n\n{why or 'manual rollback'}\n"
+            revert = g.commit_tree(repo, g.tree_of(repo, parent), commit, message)
+            g.move_branch(repo, campaign.main_branch, revert, commit, f"campaign: roll back round {number}")
+        elif g.rev(repo, round_ref) == commit:
+            g.update_ref(repo, round_ref, parent, commit, f"campaign: reset rejected round {number}")
+
+
+def stale_decision(campaign: Campaign, number: int, incumbent: str, main: str | None) -> CampaignError:
+    branch = campaign.round_branch(number)
+    return CampaignError(
+        f"{campaign.main_branch} moved to {str(main)[:12]} while round {number} was measured against "
+        f"{incumbent[:12]}: the measurement no longer applies and nothing was moved",
+        f"rebase the round onto the new head (`git rebase {campaign.main_branch} {branch}`), then "
+        "`git campaign validate` measures it again",
+    )

@@ -12,7 +12,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from tabulate import tabulate
@@ -21,6 +21,10 @@ from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
 from gitcampaign.progress import Progress
+
+if TYPE_CHECKING:
+    from gitcampaign.commands.show import ShowResult
+    from gitcampaign.commands.status import StatusResult
 
 EXIT_USER_ERROR = 1
 EXIT_BUG = 3
@@ -38,6 +42,52 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 def _emit(text: str, data: Any, as_json: bool) -> None:
     click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def status_text(result: StatusResult) -> str:
+    from gitcampaign.sync import describe_standing
+
+    lines = [f"campaign {result.campaign}: {result.op} ({result.backend}), {result.metric}"]
+    lines.append(
+        f"accepted head {result.accepted_head[:12]} on {result.main_branch}; HEAD on {result.head_branch}"
+    )
+    lines.append(
+        "rounds: " + ", ".join(f"{n} {state}" for state, n in result.rounds.items() if n)
+        if any(result.rounds.values())
+        else "rounds: none yet"
+    )
+    if result.speedup:
+        lines.append(f"speedup over baseline: {result.speedup:.3f}x")
+    lines.append("termination: " + (", ".join(result.termination) if result.termination else "none reached"))
+    lines += [describe_standing(remote, states) for remote, states in result.remotes.items()]
+    lines.append(f"next: {result.next}")
+    return "\n".join(lines)
+
+
+def show_text(result: ShowResult) -> str:
+    if result.commit is None:
+        return f"round {result.round}: no commit yet\nhypothesis: {result.hypothesis}"
+    parts = [
+        f"round {result.round} at {result.commit}",
+        f"hypothesis: {result.hypothesis}",
+        "",
+        "diff --stat:",
+        result.diff_stat or "(none)",
+    ]
+    for title, text in (
+        ("quick CSV (bench note)", result.bench_csv),
+        ("full CSV", result.full_csv),
+        ("verdict", result.verdict),
+    ):
+        if text is not None:
+            parts += ["", f"{title}:", text.rstrip("\n")]
+    if result.conflicts:
+        parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
+        parts += [f"  {doc['decision']} written {doc.get('written', '?')}" for doc in result.conflicts]
+        parts.append(
+            f"  settle it with `git campaign accept {result.round}` or `git campaign rollback {result.round}`"
+        )
+    return "\n".join(parts)
 
 
 def _repo(ctx: click.Context) -> Path:
@@ -138,8 +188,8 @@ def init(ctx: click.Context, name: str, **options: Any) -> None:
     options["protect"] = tuple(options["protect"])
     options["target"] = tuple(options["target"])
     options["workspace"] = tuple(options["workspace"])
-    commit = run(_repo(ctx), InitOptions(name=name, **options))
-    click.echo(f"campaign {name}: manifest committed at {commit[:12]} on campaign/{name}/main")
+    result = run(_repo(ctx), InitOptions(name=name, **options))
+    click.echo(f"campaign {name}: manifest committed at {result.commit[:12]} on {result.main_branch}")
     click.echo("next: git campaign prepare")
 
 
@@ -157,11 +207,7 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
         + [*(f"done: {a}" for a in result.actions), *(f"warning: {w}" for w in result.warnings)]
         + ["next: git campaign baseline"]
     )
-    _emit(
-        text,
-        {"environment": result.environment, "actions": result.actions, "warnings": result.warnings},
-        as_json,
-    )
+    _emit(text, result.to_json(), as_json)
 
 
 _GPUS_HELP = "Split the shapes across these GPUs (nvidia-smi indices), one interleaved sequence each."
@@ -279,14 +325,7 @@ def baseline(
             f'recorded at {result.commit[:12]}; next: git campaign round -m "HYPOTHESIS"',
         ]
     )
-    data = {
-        "commit": result.commit,
-        "aggregate": result.aggregate,
-        "representative_shapes": result.representative,
-        "noise_floor": {"aggregate": result.noise.aggregate, "shapes": result.noise.shapes},
-        "phase_seconds": progress.phase_seconds,
-    }
-    _emit(text, data, as_json)
+    _emit(text, {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 
 
 @cli.command("round", context_settings=CONTEXT)
@@ -390,7 +429,7 @@ def _override_command(verb: str, summary: str) -> None:
 
         result = getattr(override, verb)(_repo(ctx), _campaign(ctx), number, reason)
         text = f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict)"
-        _emit(text, result.__dict__, as_json)
+        _emit(text, result.to_json(), as_json)
 
 
 _override_command("accept", "Override: accept the last (or given) round by hand.")
@@ -409,7 +448,8 @@ def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
     """Where the campaign stands and what to run next."""
     from gitcampaign.commands.status import status as run
 
-    _emit(*run(_repo(ctx), _campaign(ctx), fetch), as_json)
+    result = run(_repo(ctx), _campaign(ctx), fetch)
+    _emit(status_text(result), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -418,8 +458,10 @@ def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
 def log(ctx: click.Context, as_json: bool) -> None:
     """The lineage table: every round, its decision and its effect."""
     from gitcampaign.commands.log import log as run
+    from gitcampaign.lineage import log_table
 
-    _emit(*run(_repo(ctx), _campaign(ctx)), as_json)
+    result = run(_repo(ctx), _campaign(ctx))
+    _emit(log_table(result.rows, result.metric), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -430,7 +472,8 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
     """One round: hypothesis, diff stat, CSV, verdict."""
     from gitcampaign.commands.show import show as run
 
-    _emit(*run(_repo(ctx), _campaign(ctx), number), as_json)
+    result = run(_repo(ctx), _campaign(ctx), number)
+    _emit(show_text(result), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -467,7 +510,7 @@ def report(
         + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
         + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
     )
-    _emit(text, {**result.__dict__, "phase_seconds": progress.phase_seconds}, as_json)
+    _emit(text, {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 
 
 @cli.command(context_settings=CONTEXT)

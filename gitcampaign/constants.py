@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+from gitcampaign.refs import CampaignRef
+
+# The harness owns its contract (docs/harness.md) and is read here, never copied: the CSV headers
+# (byte for byte; any drift stops a command) and the SNR thresholds in dB (a manifest may only
+# tighten them). Its module-level imports are stdlib only, so importing it costs no dependency.
+from gitcampaign.templates.quick_test_bench import GEMM_HEADER, QUANT_HEADER, SNR_THRESHOLDS_DB
+from gitcampaign.vocabulary import ACCEPTED, Decision
+
+# Re-exported: `C.GEMM_HEADER`, `C.ACCEPTED`, ... read as before.
+__all__ = ["ACCEPTED", "GEMM_HEADER", "QUANT_HEADER", "SNR_THRESHOLDS_DB", "Decision"]
+
 CAMPAIGNS_DIR = "campaigns"
 MANIFEST_FILE = "manifest.yaml"
 HARNESS_FILE = "quick_test_bench.py"
@@ -17,14 +28,6 @@ NOTES_GLOB = "refs/notes/campaign/*"
 
 VERDICT_FORMAT = 1
 
-# Byte for byte; any drift stops a command (docs/harness.md).
-GEMM_HEADER = (
-    "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
-    "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
-)
-# Memory-bound ops keep label, Check and the *_stddev convention; mismatch_frac is the share of
-# output elements (fp8 codes and scales) that differ bit for bit from the torch reference.
-QUANT_HEADER = "label,M,K,Check,Forward GB/s,Forward GB/s_stddev,Forward Time (ms),mismatch_frac"
 
 CHECK_PASS = "PASS"
 CHECK_FAIL = "FAIL"
@@ -41,11 +44,11 @@ METRIC_ALIASES = {
     "bwd-gbs": METRIC_BWD_GBS,
 }
 
-DECISION_BASELINE = "BASELINE"
-DECISION_ACCEPT = "ACCEPT"
-DECISION_ACCEPT_WITH_NOTE = "ACCEPT_WITH_NOTE"
-DECISION_REJECT = "REJECT"
-ACCEPTED = (DECISION_ACCEPT, DECISION_ACCEPT_WITH_NOTE)
+# The names callers used before `Decision` (gitcampaign/vocabulary.py) owned the words.
+DECISION_BASELINE = Decision.BASELINE
+DECISION_ACCEPT = Decision.ACCEPT
+DECISION_ACCEPT_WITH_NOTE = Decision.ACCEPT_WITH_NOTE
+DECISION_REJECT = Decision.REJECT
 
 REASON_CHECK_FAILED = "check_failed"
 REASON_STATIC_CHECK = "static_check"
@@ -63,20 +66,18 @@ REASON_SUPERSEDED = "superseded"  # accepted here while a teammate accepted anot
 EXECUTION_REPO = "repo"
 EXECUTION_WORKSPACE = "workspace"
 
-# SNR thresholds in dB (docs/harness.md); a manifest may only tighten them.
-SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
 
-
+# Short forms of `CampaignRef` (gitcampaign/refs.py), which builds and parses every campaign ref.
 def main_branch(campaign: str) -> str:
-    return f"campaign/{campaign}/main"
+    return CampaignRef.main(campaign).branch
 
 
 def round_branch(campaign: str, round_no: int) -> str:
-    return f"campaign/{campaign}/round-{round_no}"
+    return CampaignRef.round_branch(campaign, round_no).branch
 
 
 def rejected_ref(campaign: str, round_no: int) -> str:
-    return f"refs/campaign/{campaign}/rejected/round-{round_no}"
+    return str(CampaignRef.rejected(campaign, round_no))
 
 
 def campaign_dir(campaign: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Decision
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; the normal quantile beyond 30.
 _T975 = {
@@ -184,7 +185,7 @@ def decide(
     if not all(math.isfinite(value) for value in (stats.ratio, *stats.shape_ratios.values())):
         shown = ", ".join(stats.invalid.get("candidate", [])[:5])
         return Outcome(
-            C.DECISION_REJECT,
+            Decision.REJECT,
             [C.REASON_CHECK_FAILED],
             [f"the candidate's {metric} is NaN or not positive" + (f" on {shown}" if shown else "")],
         )
@@ -192,16 +193,14 @@ def decide(
     regressed = {label: r for label, r in stats.shape_ratios.items() if r <= limit}
     if regressed:
         shown = ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in regressed.items())
-        return Outcome(C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION], [f"regressed: {shown}"])
+        return Outcome(Decision.REJECT, [C.REASON_SHAPE_REGRESSION], [f"regressed: {shown}"])
     if stats.ratio <= 1.0:
-        return Outcome(
-            C.DECISION_REJECT, [C.REASON_NOT_FASTER], [f"aggregate {100 * (stats.ratio - 1):+.2f}%"]
-        )
+        return Outcome(Decision.REJECT, [C.REASON_NOT_FASTER], [f"aggregate {100 * (stats.ratio - 1):+.2f}%"])
     required = max(noise_aggregate if math.isfinite(noise_aggregate) else 0.0, min_gain)
     gain = stats.ratio - 1.0
     notes = [f"gain {100 * gain:+.2f}%, needs > {100 * required:.2f}% with the interval above 1"]
     if stats.ci[1] < 1.0 + required:
-        return Outcome(C.DECISION_REJECT, [C.REASON_WITHIN_NOISE], notes + ["the whole interval is under it"])
+        return Outcome(Decision.REJECT, [C.REASON_WITHIN_NOISE], notes + ["the whole interval is under it"])
     conclusive = stats.ci[0] > 1.0 and gain >= required
     if conclusive and gain < NEAR_NOISE_GAIN:
         if sessions_done < NEAR_NOISE_SESSIONS:
@@ -214,7 +213,7 @@ def decide(
     if not conclusive:
         if sessions_done < max_sessions:
             return Outcome(None, [], notes + ["inconclusive: measuring again"])
-        return Outcome(C.DECISION_REJECT, [C.REASON_WITHIN_NOISE], notes)
+        return Outcome(Decision.REJECT, [C.REASON_WITHIN_NOISE], notes)
     fell = {
         label: r
         for label, r in stats.shape_ratios.items()
@@ -222,5 +221,5 @@ def decide(
     }
     if fell:
         shown = ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in fell.items())
-        return Outcome(C.DECISION_ACCEPT_WITH_NOTE, [], notes + [f"slower shapes (under 5%): {shown}"])
-    return Outcome(C.DECISION_ACCEPT, [], notes)
+        return Outcome(Decision.ACCEPT_WITH_NOTE, [], notes + [f"slower shapes (under 5%): {shown}"])
+    return Outcome(Decision.ACCEPT, [], notes)

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gitcampaign import git as g
+
 _PROBE = r"""
 import importlib.metadata as md, json, sys
 info = {"python": sys.version.split()[0]}
@@ -80,7 +82,7 @@ def fingerprint(timeout_s: float = 120.0) -> dict[str, object]:
     info = info or {"torch": "probe failed"}
     info["driver"] = _driver_version()
     info["platform"] = platform.platform()
-    info["git"] = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    info["git"] = g.git_version_line()
     return info
 
 

@@ -80,6 +80,49 @@ def parent(repo: Repo, commit: str) -> str | None:
     return rev(repo, f"{commit}^")
 
 
+def tree_of(repo: Repo, commit: str) -> str:
+    return repo.git.rev_parse(f"{commit}^{{tree}}")
+
+
+def trees_and_parents(repo: Repo, commits: list[str]) -> dict[str, tuple[str, list[str]]]:
+    """{commit: (tree, parents)} of many commits in one `git log --no-walk` call."""
+    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
+    found = {}
+    for line in out.splitlines():
+        sha, tree, *parents = line.split()
+        found[sha] = (tree, parents)
+    return found
+
+
+def merge_base(repo: Repo, one: str, other: str) -> str:
+    return repo.git.merge_base(one, other)
+
+
+def first_parents_since(repo: Repo, fork: str, tip: str) -> list[str]:
+    """The first-parent commits after `fork` up to `tip`, oldest first."""
+    return repo.git.rev_list("--first-parent", "--reverse", f"{fork}..{tip}").split()
+
+
+def staged_files(repo: Repo, pattern: str) -> dict[str, str]:
+    """{path: staged content} of the added or changed files matching `pattern`: what is being
+    committed, not the work tree (`git add -p` can stage something else)."""
+    names = repo.git.diff("--cached", "--name-only", "-z", "--diff-filter=ACMR", "--", pattern)
+    return {
+        path: repo.git.cat_file("blob", f":{path}", strip_newline_in_stdout=False)
+        for path in filter(None, names.split("\0"))
+    }
+
+
+def git_path(repo: Repo, name: str) -> Path:
+    """Where git keeps `name` (`hooks`, ...) for this repository, per `git rev-parse --git-path`."""
+    return Path(repo.git.rev_parse("--git-path", name))
+
+
+def tracked(repo: Repo, paths: list[str]) -> list[str]:
+    """Those of `paths` (relative to the top of the work tree) that git tracks."""
+    return [line for line in repo.git.ls_files("--", *paths).splitlines() if line]
+
+
 def current_branch(repo: Repo) -> str | None:
     """The checked-out branch name, or None on a detached HEAD."""
     try:
@@ -584,6 +627,20 @@ def repo_lock(repo: Repo) -> Iterator[None]:
 
 def git_version() -> str:
     return ".".join(str(part) for part in git.Git().version_info)
+
+
+def git_version_line() -> str:
+    """`git --version` as git prints it (what environment fingerprints record)."""
+    return git.Git().execute(["git", "--version"])
+
+
+def run_in(root: Path, *args: str, hint: str) -> str:
+    """Run git in `root`, which may not be a repository yet (the demo builds one): its output, or a
+    CampaignError with git's own words (hooks included) and `hint`."""
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CampaignError(f"`git {' '.join(args[:2])}` failed in {root}:\n{done.stdout}{done.stderr}", hint)
+    return done.stdout
 
 
 # -- remotes, bundles and notes merges (push/pull/export/import) -----------------------------------

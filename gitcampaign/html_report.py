@@ -15,8 +15,9 @@ from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import plot, verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, Round, resolve
+from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.vocabulary import Status
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -133,15 +134,15 @@ def render(campaign: Campaign) -> str:
         for label in manifest.representative_shapes
     ]
     speedup = next(
-        (row.vs_baseline for row in reversed(rows) if row.status in ("baseline", STATUS_ACCEPTED)), None
+        (row.vs_baseline for row in reversed(rows) if row.status in (Status.BASELINE, Status.ACCEPTED)), None
     )
     summary = [
         f"Op <code>{_e(manifest.target_op)}</code> ({_e(manifest.target_backend)}), primary metric "
         f"<b>{_e(manifest.primary_metric)}</b>",
         f"Accepted head <code>{_e(head[:12])}</code> on <code>{_e(campaign.main_branch)}</code>; "
         f"speedup over baseline {_num(speedup, '.3f')}x",
-        f"{sum(r.status == STATUS_ACCEPTED for r in rows)} accepted, "
-        f"{sum(r.status == STATUS_REJECTED for r in rows)} rejected of {len(rounds)} rounds",
+        f"{sum(r.status == Status.ACCEPTED for r in rows)} accepted, "
+        f"{sum(r.status == Status.REJECTED for r in rows)} rejected of {len(rounds)} rounds",
         f"Written {verdict.now()} by <code>git campaign report --html</code>",
     ]
     sections = [_round_section(campaign, entry) for entry in rounds if entry.commit is not None]

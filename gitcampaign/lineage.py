@@ -9,13 +9,15 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign.campaign import STATUS_ACCEPTED, Campaign, Round
+from gitcampaign.campaign import Campaign, Round
+from gitcampaign.manifest import Manifest
+from gitcampaign.vocabulary import Decision, Status
 
 
 @dataclass
 class LineageRow:
     round: int
-    status: str
+    status: Status
     decision: str
     hypothesis: str
     metric: float | None
@@ -32,7 +34,7 @@ def _cumulative(rounds: list[Round]) -> dict[int, float]:
     for entry in rounds:
         decision = entry.decision
         ratio = decision.get("ratio") if decision else None
-        if entry.status == STATUS_ACCEPTED and isinstance(ratio, (int, float)):
+        if entry.status == Status.ACCEPTED and isinstance(ratio, (int, float)):
             level *= ratio
             result[entry.number] = level
         elif isinstance(ratio, (int, float)):
@@ -59,7 +61,7 @@ def lineage_rows(campaign: Campaign) -> tuple[dict[str, Any], list[LineageRow]]:
     levels = _cumulative(rounds)
     quick_base = (baseline.get("aggregate") or {}).get("quick")
     rows = (
-        [LineageRow(1, "baseline", C.DECISION_BASELINE, "baseline", quick_base, 1.0, "", None, None)]
+        [LineageRow(1, Status.BASELINE, Decision.BASELINE, "baseline", quick_base, 1.0, "", None, None)]
         if baseline
         else []
     )
@@ -102,3 +104,24 @@ def log_table(rows: list[LineageRow], metric: str, tablefmt: str = "simple") -> 
         headers=["round", "status", "decision", "hypothesis", metric, "vs baseline", "key per-shape deltas"],
         tablefmt=tablefmt,
     )
+
+
+def termination(manifest: Manifest, rows: list[LineageRow]) -> list[str]:
+    """The termination conditions (T1-T3) that hold now; T4 is the user's `--force`."""
+    reached = []
+    target = manifest.performance_target
+    accepted = [row for row in rows if row.status in (Status.BASELINE, Status.ACCEPTED)]
+    speedup = accepted[-1].vs_baseline if accepted else None
+    value = accepted[-1].metric if accepted else None
+    if speedup and "speedup" in target and speedup >= target["speedup"]:
+        reached.append(f"T1 target reached: {speedup:.3f}x >= {target['speedup']}x")
+    if value and "value" in target and value >= target["value"]:
+        reached.append(f"T1 target reached: {value:.4g} >= {target['value']:.4g}")
+    if value and "efficiency" in target and value / target["peak"] >= target["efficiency"]:
+        reached.append(
+            f"T2 hardware efficiency: {value / target['peak']:.2f} of peak >= {target['efficiency']}"
+        )
+    finished = sum(1 for row in rows if row.status in (Status.ACCEPTED, Status.REJECTED))
+    if finished >= manifest.max_iterations:
+        reached.append(f"T3 max iterations: {finished} rounds >= {manifest.max_iterations}")
+    return reached

@@ -16,47 +16,7 @@ state (`self.w` assigned in `__init__` or never assigned by the class, e.g. an i
 
 Rules (ids are stable: verdict notes and suppression comments name them):
 
-- W2  a cache keyed on the identity of a non-weight tensor (activation, grad_out, activation scale):
-      `id(x)`, `hash(x)` (a tensor hashes by identity), `x.data_ptr()`, storage pointers,
-      `weakref.ref(x)`, `x._version` in a key (a subscript, an `in` test, `.get/.setdefault/.pop`, a
-      dict literal key), also through aliases (`ident = id`, `ptr = x.data_ptr`, `x.__hash__()`) and
-      helpers defined in the file; any `WeakKeyDictionary`; and state stashed on a tensor object
-      (`x._fp8 = ...`, `setattr(x, ...)`), which is keyed on its identity too. Adding `_version`,
-      shape or dtype does not help: in training every activation is new, while a freed one's id and
-      data_ptr are reused by the next, so such caches miss or return stale results. A zero-copy
-      descriptor cache (key: `data_ptr` with the shape and strides of the same tensor, no
-      `_version`) is fine: the kernel reads live memory and reuses no result.
-- W1  (info, not blocking) the allowed weight cache: the key holds the identity of a *weight* together
-      with that same weight's `_version` (the optimiser's in-place update bumps it). Its gain is
-      capped at the weight's quantisation time, so the verdict carries it as an asterisk.
-      A weight identity without its `_version` is W2: it serves stale data after `optimizer.step()`.
-- W3  memoisation whose key holds a tensor: `functools.lru_cache` / `functools.cache` (as a decorator
-      or applied as a call) on a function taking a tensor, or a dict (assigned `{}`/`dict()`/
-      `OrderedDict()`/`defaultdict()`, or annotated as a dict) indexed by a key holding a tensor
-      (shape, dtype, device, strides of a tensor are fine).
-- G1  a `tl.constexpr` kernel parameter that is a per-group (per-expert) M: a name with a group or
-      expert token and a row-count token (`m`, `rows`, `tokens`), e.g. `M_PER_GROUP`,
-      `GROUP_M_SIZE`, `tokens_per_expert`. Tile parameters (`block`/`tile`), widths and strides,
-      and the tile-order swizzles `GROUP_M`, `GROUP_SIZE_*` are fine. A constexpr per-group M
-      compiles one kernel per routing, which in training changes every step.
-- T1  monkeypatching a clock or event: assigning (or `setattr`, `mock.patch`, `monkeypatch.setattr`)
-      `time.perf_counter`, `torch.cuda.Event(.elapsed_time/.record)`, `torch.cuda.synchronize`,
-      `triton.testing.do_bench`, ..., also through a module alias, `sys.modules[...]`, `__dict__`,
-      `vars()` or a computed attribute name. The measurement is then fiction.
-- S1  side streams, threads or processes in op code (`torch.cuda.Stream`, `torch.cuda.stream`,
-      `threading.Thread`, `concurrent.futures`, `multiprocessing`): work hidden off the timed
-      stream, which in training competes with the next layer. A side stream joined back
-      (`wait_stream`, `wait_event`, `event.wait()`, a synchronize) before its result is used is fine.
-- F1  a `try/except` whose handler falls back to the reference (`torch.matmul`, `F.linear`, `@`,
-      `torch._scaled_mm`, `torch._grouped_mm`, `torch.ops.aten.mm`, a function named
-      `*reference*`/`*_torch*`, switching the backend env var to torch, or returning another
-      implementation called on the op's tensors) instead of re-raising: the candidate can fail on
-      shapes it claims and still report PASS.
-- D1  benchmark detection in op code: inspecting the call stack (`inspect.stack`, `sys._getframe`,
-      `traceback.extract_stack`, frame attributes), the garbage collector (`gc.get_objects`, ...),
-      `sys.argv`, or naming the harness. An op that knows it is measured can behave differently.
-- L0  a suppression comment without a reason, or naming an unknown rule.
-- E0  a file that cannot be read or parsed: the check cannot vouch for it.
+{rules}
 
 The bodies of `@triton.jit` (and other DSL `jit`/`kernel`) functions are device code: no cache
 rule applies there, only G1 to their parameters.
@@ -70,24 +30,132 @@ from __future__ import annotations
 import ast
 import io
 import re
+import textwrap
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-RULES = {
-    "W1": "weight cache keyed on (id(weight), weight._version): allowed, gain capped at quantisation time",
-    "W2": "cache keyed on the identity of a non-weight tensor",
-    "W3": "memoisation keyed on a tensor",
-    "G1": "per-group M as a compile-time constant",
-    "T1": "monkeypatched clock or event",
-    "S1": "side stream, thread or process in op code",
-    "F1": "try/except falling back to the reference implementation",
-    "D1": "benchmark detection (stack, gc or harness inspection) in op code",
-    "L0": "malformed suppression comment",
-    "E0": "file cannot be parsed",
-}
-INFO_RULES = frozenset({"W1"})
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: its stable id, the one-line summary findings and `--rules` show, the description
+    the module docstring lists, and whether a finding fails the gate (W1 only informs)."""
+
+    id: str
+    summary: str
+    description: str
+    blocking: bool = True
+
+    def doc_entry(self) -> str:
+        text = ("(info, not blocking) " if not self.blocking else "") + self.description
+        return textwrap.fill(text, 104, initial_indent=f"- {self.id}  ", subsequent_indent=" " * 6)
+
+
+RULE_TABLE = (
+    Rule(
+        "W2",
+        "cache keyed on the identity of a non-weight tensor",
+        (
+            "a cache keyed on the identity of a non-weight tensor (activation, grad_out, activation scale): "
+            "`id(x)`, `hash(x)` (a tensor hashes by identity), `x.data_ptr()`, storage pointers, "
+            "`weakref.ref(x)`, `x._version` in a key (a subscript, an `in` test, `.get/.setdefault/.pop`, a "
+            "dict literal key), also through aliases (`ident = id`, `ptr = x.data_ptr`, `x.__hash__()`) and "
+            "helpers defined in the file; any `WeakKeyDictionary`; and state stashed on a tensor object "
+            "(`x._fp8 = ...`, `setattr(x, ...)`), which is keyed on its identity too. Adding `_version`, "
+            "shape or dtype does not help: in training every activation is new, while a freed one's id and "
+            "data_ptr are reused by the next, so such caches miss or return stale results. A zero-copy "
+            "descriptor cache (key: `data_ptr` with the shape and strides of the same tensor, no `_version`) "
+            "is fine: the kernel reads live memory and reuses no result."
+        ),
+    ),
+    Rule(
+        "W1",
+        "weight cache keyed on (id(weight), weight._version): allowed, gain capped at quantisation time",
+        (
+            "the allowed weight cache: the key holds the identity of a *weight* together with that same "
+            "weight's `_version` (the optimiser's in-place update bumps it). Its gain is capped at the "
+            "weight's quantisation time, so the verdict carries it as an asterisk. A weight identity without "
+            "its `_version` is W2: it serves stale data after `optimizer.step()`."
+        ),
+        blocking=False,
+    ),
+    Rule(
+        "W3",
+        "memoisation keyed on a tensor",
+        (
+            "memoisation whose key holds a tensor: `functools.lru_cache` / `functools.cache` (as a decorator "
+            "or applied as a call) on a function taking a tensor, or a dict (assigned `{}`/`dict()`/ "
+            "`OrderedDict()`/`defaultdict()`, or annotated as a dict) indexed by a key holding a tensor "
+            "(shape, dtype, device, strides of a tensor are fine)."
+        ),
+    ),
+    Rule(
+        "G1",
+        "per-group M as a compile-time constant",
+        (
+            "a `tl.constexpr` kernel parameter that is a per-group (per-expert) M: a name with a group or "
+            "expert token and a row-count token (`m`, `rows`, `tokens`), e.g. `M_PER_GROUP`, `GROUP_M_SIZE`, "
+            "`tokens_per_expert`. Tile parameters (`block`/`tile`), widths and strides, and the tile-order "
+            "swizzles `GROUP_M`, `GROUP_SIZE_*` are fine. A constexpr per-group M compiles one kernel per "
+            "routing, which in training changes every step."
+        ),
+    ),
+    Rule(
+        "T1",
+        "monkeypatched clock or event",
+        (
+            "monkeypatching a clock or event: assigning (or `setattr`, `mock.patch`, `monkeypatch.setattr`) "
+            "`time.perf_counter`, `torch.cuda.Event(.elapsed_time/.record)`, `torch.cuda.synchronize`, "
+            "`triton.testing.do_bench`, ..., also through a module alias, `sys.modules[...]`, `__dict__`, "
+            "`vars()` or a computed attribute name. The measurement is then fiction."
+        ),
+    ),
+    Rule(
+        "S1",
+        "side stream, thread or process in op code",
+        (
+            "side streams, threads or processes in op code (`torch.cuda.Stream`, `torch.cuda.stream`, "
+            "`threading.Thread`, `concurrent.futures`, `multiprocessing`): work hidden off the timed stream, "
+            "which in training competes with the next layer. A side stream joined back (`wait_stream`, "
+            "`wait_event`, `event.wait()`, a synchronize) before its result is used is fine."
+        ),
+    ),
+    Rule(
+        "F1",
+        "try/except falling back to the reference implementation",
+        (
+            "a `try/except` whose handler falls back to the reference (`torch.matmul`, `F.linear`, `@`, "
+            "`torch._scaled_mm`, `torch._grouped_mm`, `torch.ops.aten.mm`, a function named "
+            "`*reference*`/`*_torch*`, switching the backend env var to torch, or returning another "
+            "implementation called on the op's tensors) instead of re-raising: the candidate can fail on "
+            "shapes it claims and still report PASS."
+        ),
+    ),
+    Rule(
+        "D1",
+        "benchmark detection (stack, gc or harness inspection) in op code",
+        (
+            "benchmark detection in op code: inspecting the call stack (`inspect.stack`, `sys._getframe`, "
+            "`traceback.extract_stack`, frame attributes), the garbage collector (`gc.get_objects`, ...), "
+            "`sys.argv`, or naming the harness. An op that knows it is measured can behave differently."
+        ),
+    ),
+    Rule(
+        "L0",
+        "malformed suppression comment",
+        ("a suppression comment without a reason, or naming an unknown rule."),
+    ),
+    Rule(
+        "E0",
+        "file cannot be parsed",
+        ("a file that cannot be read or parsed: the check cannot vouch for it."),
+    ),
+)
+
+RULES = {rule.id: rule.summary for rule in RULE_TABLE}
+INFO_RULES = frozenset(rule.id for rule in RULE_TABLE if not rule.blocking)
+__doc__ = (__doc__ or "").replace("{rules}", "\n".join(rule.doc_entry() for rule in RULE_TABLE))
 
 
 @dataclass(frozen=True)
@@ -933,16 +1001,33 @@ class _Checker:
     # -- W1 / W2 / W3: keys --------------------------------------------------------------------------
 
     def _check_key(self, key: ast.expr, at: ast.AST, scope: _Scope, container: ast.expr | None) -> None:
-        """`container[key]`, `key in container`, `container.get(key)`, `{key: ...}` (no container)."""
-        dict_like = container is not None and self._is_dict_expr(container, scope)
+        """`container[key]`, `key in container`, `container.get(key)`, `{key: ...}` (no container):
+        the first of the key rules that finds something reports it."""
         parts = list(self._expand(key, scope, depth=0))
+        identities = self._identity_args(parts)
+        if self._check_identity_key(parts, identities, at, scope, container):
+            return
+        identity_dumps = {ast.dump(arg) for arg, _, _ in identities}
+        if self._check_version_key(parts, identity_dumps, at):
+            return
+        if container is not None and self._is_dict_expr(container, scope):
+            self._check_tensor_key(parts, identity_dumps, at)
+
+    def _check_identity_key(
+        self,
+        parts: list[tuple[ast.expr, _Scope]],
+        identities: list[tuple[ast.expr, _Scope, bool]],
+        at: ast.AST,
+        scope: _Scope,
+        container: ast.expr | None,
+    ) -> bool:
+        """W1/W2: a key holding a tensor's identity (id, hash, data_ptr, ...); whether it reported."""
         versions = {
             ast.dump(node.value)
             for part, _ in parts
             for node in ast.walk(part)
             if isinstance(node, ast.Attribute) and node.attr == "_version"
         }
-        identities = self._identity_args(parts)
         for arg, part_scope, via_pointer in identities:
             name = ast.unparse(arg)
             if isinstance(arg, ast.Name) and part_scope.kind(arg.id) == OTHER:
@@ -977,8 +1062,13 @@ class _Checker:
                     "are reused, so it misses or returns stale results (adding _version, shape or dtype "
                     "does not fix it)",
                 )
-            return
-        identity_dumps = {ast.dump(arg) for arg, _, _ in identities}
+            return True
+        return False
+
+    def _check_version_key(
+        self, parts: list[tuple[ast.expr, _Scope]], identity_dumps: set[str], at: ast.AST
+    ) -> bool:
+        """W2: a key holding a non-weight tensor's version counter; whether it reported."""
         for part, part_scope in parts:
             for node in ast.walk(part):
                 if (
@@ -995,16 +1085,21 @@ class _Checker:
                         "every fresh activation starts at the same version, so the cache serves another "
                         "step's data",
                     )
-                    return
-        if dict_like:
-            tensor = next((t for part, s in parts for t in self._bare_tensors(part, s, identity_dumps)), None)
-            if tensor is not None:
-                self._add(
-                    "W3",
-                    at,
-                    f"memoisation keyed on tensor `{tensor}`: a tensor hashes by identity, and in training "
-                    "every step's tensors are new, so the cache never hits honestly",
-                )
+                    return True
+        return False
+
+    def _check_tensor_key(
+        self, parts: list[tuple[ast.expr, _Scope]], identity_dumps: set[str], at: ast.AST
+    ) -> None:
+        """W3: a dict indexed by a key holding a bare tensor."""
+        tensor = next((t for part, s in parts for t in self._bare_tensors(part, s, identity_dumps)), None)
+        if tensor is not None:
+            self._add(
+                "W3",
+                at,
+                f"memoisation keyed on tensor `{tensor}`: a tensor hashes by identity, and in training "
+                "every step's tensors are new, so the cache never hits honestly",
+            )
 
     def _expand(self, key: ast.expr, scope: _Scope, depth: int) -> Iterator[tuple[ast.expr, _Scope]]:
         """The key, plus what a key variable (or a variable element of a key tuple) was assigned and
@@ -1416,3 +1511,14 @@ class _Checker:
     def _mentions_torch_backend(call: ast.Call) -> bool:
         texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         return any("BACKEND" in t.upper() for t in texts) and "torch" in texts
+
+
+def format_finding(finding: Finding) -> str:
+    """`path:line: ID message`, marked when the finding is informational or suppressed."""
+    if finding.suppressed_reason is not None:
+        tag = f" (suppressed: {finding.suppressed_reason})"
+    elif not finding.blocking:
+        tag = " (info)"
+    else:
+        tag = ""
+    return f"{finding.path}:{finding.line}: {finding.rule}{tag} {finding.message}"

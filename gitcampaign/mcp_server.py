@@ -14,15 +14,15 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_OPEN, STATUS_REJECTED, Campaign, Round, resolve
+from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Status
 
 INSTALL_HINT = 'install the MCP extra: pip install "gitcampaign[mcp]"'
 try:
@@ -81,7 +81,7 @@ def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int
             f"round {entry.number} failed a gate ({', '.join(gates)}): no override accepts it",
             "fix the cause in a new round (`open_round`, commit, `validate`)",
         )
-    if entry.status == STATUS_OPEN:
+    if entry.status == Status.OPEN:
         raise CampaignError(
             f"round {entry.number} has not been validated: accepting it would skip every gate",
             "run the validate tool (`git campaign validate`)",
@@ -99,7 +99,7 @@ def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -
             "make the one change and `git commit` it on the round branch",
         )
     standing = entry.decision or {}
-    if entry.status in (STATUS_ACCEPTED, STATUS_REJECTED) and standing.get("incumbent"):
+    if entry.status in (Status.ACCEPTED, Status.REJECTED) and standing.get("incumbent"):
         incumbent = str(standing["incumbent"])
     else:
         incumbent = campaign.accepted_head()
@@ -147,21 +147,21 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         """Where the campaign stands: rounds by state, speedup, termination, and the next step."""
         from gitcampaign.commands.status import status as run
 
-        return call(lambda: run(here, name)[1])
+        return call(lambda: run(here, name).to_json())
 
     @server.tool()
     def log() -> CallToolResult:
         """The lineage: every round with status, decision, speedup over baseline and key per-shape deltas."""
         from gitcampaign.commands.log import log as run
 
-        return call(lambda: run(here, name)[1])
+        return call(lambda: run(here, name).to_json())
 
     @server.tool()
     def show(number: int) -> CallToolResult:
         """One round (1 = baseline): hypothesis, diffstat, benchmark CSVs and verdict notes."""
         from gitcampaign.commands.show import show as run
 
-        return call(lambda: run(here, name, number)[1])
+        return call(lambda: run(here, name, number).to_json())
 
     @server.tool()
     def open_round(hypothesis: str) -> CallToolResult:
@@ -169,7 +169,7 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         from gitcampaign.commands.round import open_round as run
 
         def work() -> dict[str, Any]:
-            result = asdict(run(here, name, hypothesis))
+            result = run(here, name, hypothesis).to_json()
             result["next"] = "make one change, `git commit` with Hypothesis:/Change: lines, then validate"
             return result
 
@@ -216,7 +216,7 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
 
         if verb == "accept":
             check_accept_allowed(here, name, number)
-        return asdict(getattr(commands, verb)(here, name, number, reason))
+        return getattr(commands, verb)(here, name, number, reason).to_json()
 
     @server.tool()
     def accept(reason: str, number: int | None = None) -> CallToolResult:
@@ -254,7 +254,7 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         Needs a termination condition (target, efficiency, max iterations); force=True is T4 (stop here)."""
         from gitcampaign.commands.report import report as run
 
-        return call(lambda: asdict(run(here, name, force=force)))
+        return call(lambda: run(here, name, force=force).to_json())
 
     @server.tool(name="diff_round")
     def diff_round_tool(number: int | None = None) -> CallToolResult:

@@ -22,8 +22,9 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign, resolve
+from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Phase, Status
 
 FORMATS = ("png", "svg")
 INSTALL_HINT = 'install the plotting extra: pip install "gitcampaign[plot]" (or pip install matplotlib)'
@@ -83,15 +84,15 @@ def series(campaign: Campaign, shape: str | None = None) -> Series:
         )
     _, rounds = campaign.lineage()
     level = 1.0
-    points = [Point(1, "baseline", 1.0, True)]
+    points = [Point(1, Status.BASELINE, 1.0, True)]
     levels = [(1, 1.0)]
     for entry in rounds:
-        if entry.status not in (STATUS_ACCEPTED, STATUS_REJECTED):
+        if entry.status not in (Status.ACCEPTED, Status.REJECTED):
             continue
         ratio = _ratio(entry.decision, shape)
         speedup = level * ratio if ratio is not None else level
         points.append(Point(entry.number, entry.status, speedup, ratio is not None))
-        if entry.status == STATUS_ACCEPTED:
+        if entry.status == Status.ACCEPTED:
             level = speedup
         levels.append((entry.number, level))
     title = "aggregate (geomean over shapes)" if shape is None else f"shape {shape}"
@@ -103,7 +104,7 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
     else the product of the accepted rounds' paired ratios (shapes measured in every accepted round)."""
     head = campaign.accepted_head()
     for document in reversed(verdict.read(campaign.repo, head)):
-        if document.get("phase") == verdict.PHASE_REPORT and document.get("campaign") == campaign.name:
+        if document.get("phase") == Phase.REPORT and document.get("campaign") == campaign.name:
             measured = {
                 label: float(v["ratio"])
                 for label, v in (document.get("shapes") or {}).items()
@@ -112,7 +113,7 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
             return measured, "final full validation (report)"
     manifest = campaign.manifest()
     _, rounds = campaign.lineage()
-    accepted = [entry for entry in rounds if entry.status == STATUS_ACCEPTED]
+    accepted = [entry for entry in rounds if entry.status == Status.ACCEPTED]
     labels = manifest.representative_shapes or [s.label for s in manifest.shapes()]
     ratios = {label: 1.0 for label in labels}
     for entry in accepted:
@@ -198,18 +199,23 @@ def _draw_rounds(axes: Any, data: PlotData) -> None:
     )
     axes.step(xs, ys, where="post", color="#236", linewidth=1.8, label="incumbent (accepted line)")
     groups = {
-        "baseline": ([p for p in series_.points if p.status == "baseline"], "o", "#236", "baseline"),
-        STATUS_ACCEPTED: (
-            [p for p in series_.points if p.status == STATUS_ACCEPTED],
+        Status.BASELINE: (
+            [p for p in series_.points if p.status == Status.BASELINE],
+            "o",
+            "#236",
+            str(Status.BASELINE),
+        ),
+        Status.ACCEPTED: (
+            [p for p in series_.points if p.status == Status.ACCEPTED],
             "o",
             "#2a2",
-            "accepted",
+            str(Status.ACCEPTED),
         ),
-        STATUS_REJECTED: (
-            [p for p in series_.points if p.status == STATUS_REJECTED and p.measured],
+        Status.REJECTED: (
+            [p for p in series_.points if p.status == Status.REJECTED and p.measured],
             "x",
             "#c22",
-            "rejected",
+            str(Status.REJECTED),
         ),
     }
     for points, marker, colour, label in groups.values():
@@ -223,7 +229,7 @@ def _draw_rounds(axes: Any, data: PlotData) -> None:
                 zorder=3,
                 label=label,
             )
-    gated = [p for p in series_.points if p.status == STATUS_REJECTED and not p.measured]
+    gated = [p for p in series_.points if p.status == Status.REJECTED and not p.measured]
     if gated:
         axes.scatter(
             [p.round for p in gated],

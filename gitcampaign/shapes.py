@@ -8,7 +8,7 @@ For GEMM-class ops `M` is the total number of rows (summed over groups), so FLOP
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -17,30 +17,16 @@ from gitcampaign.errors import CampaignError
 
 # The MoE token distributions belong to the harness, which owns the routing (docs/harness.md);
 # the tool only names them.
-from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, SKEWED_DISTRIBUTIONS
+# The harness owns the shape record and the routing distributions; the presets build its Shape.
+from gitcampaign.templates.quick_test_bench import (
+    DISTRIBUTIONS,
+    SKEWED_DISTRIBUTIONS,
+    Shape,
+    UsageError,
+    shape_records,
+)
 
 __all__ = ["DISTRIBUTIONS", "SKEWED_DISTRIBUTIONS", "Shape", "dump_shapes", "load_shapes", "preset"]
-
-
-@dataclass(frozen=True)
-class Shape:
-    label: str
-    M: int
-    K: int
-    N: int | None = None
-    B: int | None = None
-    dist: str | None = None
-    min_snr_db: float | None = None  # tightens the harness's SNR threshold for this shape
-
-    def work(self) -> int:
-        """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
-        return self.M * self.K * (self.N or 1)
-
-    def to_dict(self) -> dict[str, object]:
-        """The shape-file mapping, keys in CSV column order."""
-        fields = asdict(self)
-        keys = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
-        return {key: fields[key] for key in keys if fields[key] is not None}
 
 
 @dataclass(frozen=True)
@@ -195,52 +181,16 @@ def preset(spec: str) -> list[Shape]:
 
 
 def shapes_from_data(data: object, source: str) -> list[Shape]:
-    """Validate a parsed shape list; errors name the entry and the field."""
-    if not isinstance(data, list) or not data:
-        raise CampaignError(f"{source}: expected a non-empty YAML list of shapes", "see README: Shape files")
-    shapes: list[Shape] = []
-    for index, entry in enumerate(data):
-        where = f"{source}: shape #{index + 1}"
-        if not isinstance(entry, dict):
-            raise CampaignError(
-                f"{where} is not a mapping", "write each shape as {label: ..., M: ..., K: ...}"
-            )
-        unknown = set(entry) - {"label", "M", "N", "K", "B", "dist", "min_snr_db"}
-        if unknown:
-            raise CampaignError(
-                f"{where} has unknown fields {sorted(unknown)}",
-                "allowed: label, M, N, K, B, dist, min_snr_db",
-            )
-        for field in ("label", "M", "K"):
-            if field not in entry:
-                raise CampaignError(f"{where} has no {field!r}", f"add {field} to every shape")
-        for field in ("M", "N", "K", "B"):
-            value = entry.get(field)
-            # At least 1: a shape with no work has no time and no throughput (a NaN baseline);
-            # an empty expert is a group of 0 rows inside B, not a shape of M = 0.
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise CampaignError(
-                    f"{where}: {field} = {value!r} is not a positive integer", "fix the value"
-                )
-        dist = entry.get("dist")
-        if dist is not None and dist not in DISTRIBUTIONS:
-            raise CampaignError(
-                f"{where}: dist {dist!r} is unknown", f"use one of {', '.join(DISTRIBUTIONS)}"
-            )
-        label = str(entry["label"])
-        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
-            raise CampaignError(
-                f"{where}: label {label!r} has characters a CSV cell cannot carry", "use [A-Za-z0-9_.+-]"
-            )
-        snr = entry.get("min_snr_db")
-        if snr is not None and (not isinstance(snr, (int, float)) or isinstance(snr, bool)):
-            raise CampaignError(f"{where}: min_snr_db = {snr!r} is not a number", "write it in dB, e.g. 45")
-        shapes.append(Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), dist, snr))
-    labels = [shape.label for shape in shapes]
-    duplicated = sorted({label for label in labels if labels.count(label) > 1})
-    if duplicated:
-        raise CampaignError(f"{source}: duplicate labels {duplicated}", "give every shape its own label")
-    return shapes
+    """Validate a parsed shape list as the harness does (its `shape_records`), for any op: label,
+    M and K in every shape, sizes of at least 1 (a shape with no work has no time and no
+    throughput; an empty expert is a group of 0 rows inside B, not a shape of M = 0)."""
+    try:
+        return shape_records(data, source, ("label", "M", "K"), minimum=1)
+    except UsageError as exc:
+        raise CampaignError(
+            str(exc),
+            "fix the shape list: a YAML list of {label, M, N, K} mappings (docs/harness.md, Invocation)",
+        ) from exc
 
 
 def load_shapes(spec: str) -> list[Shape]:

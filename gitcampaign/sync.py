@@ -16,7 +16,7 @@ Rules that keep data from being lost:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
@@ -25,7 +25,10 @@ from git import Repo
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
+from gitcampaign.campaign import Campaign, campaigns, configure_notes
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.vocabulary import Decision, Phase
 
 TRACKING = "refs/campaign-remote"
 NOTES_REFS = (C.NOTES_BENCH, C.NOTES_FULL, C.NOTES_VERDICT, C.NOTES_ENVIRONMENT)
@@ -33,15 +36,13 @@ CSV_NOTES = (C.NOTES_BENCH, C.NOTES_FULL)
 
 SAME, AHEAD, BEHIND, DIVERGED = "same", "ahead", "behind", "diverged"
 
-_ROUND_REF = re.compile(r"refs/heads/campaign/[^/]+/round-(\d+)")
-_PIN_REF = re.compile(r"refs/campaign/[^/]+/rejected/round-(\d+)")
 _DOC_START = re.compile(rb"(?m)^(?=---$)")
 
 
 def campaign_refs(repo: Repo, name: str) -> dict[str, str]:
     """{ref: object} of everything the campaign is, in this repository."""
-    refs = g.refs_under(repo, f"refs/heads/campaign/{name}/")
-    refs.update(g.refs_under(repo, f"refs/campaign/{name}/rejected/"))
+    refs = g.refs_under(repo, CampaignRef.branches_prefix(name))
+    refs.update(g.refs_under(repo, CampaignRef.rejected_prefix(name)))
     for notes_ref in NOTES_REFS:
         sha = g.rev(repo, notes_ref, peel="")
         if sha is not None:
@@ -51,20 +52,21 @@ def campaign_refs(repo: Repo, name: str) -> dict[str, str]:
 
 def refspecs(name: str, source: str) -> list[str]:
     """Fetch refspecs mirroring a remote's (or a bundle's) campaign into the tracking namespace."""
-    base = f"{TRACKING}/{source}"
-    return [
-        f"+refs/heads/campaign/{name}/*:{base}/heads/campaign/{name}/*",
-        f"+refs/campaign/{name}/rejected/*:{base}/campaign/{name}/rejected/*",
-        f"+refs/notes/campaign/*:{base}/notes/campaign/*",
-    ]
+    base = f"{TRACKING}/{source}/"
+    return [f"+{prefix}*:{base}{prefix[len('refs/') :]}*" for prefix in _mirrored(name)]
+
+
+def _mirrored(name: str) -> tuple[str, ...]:
+    """The ref prefixes that make up the campaign `name` (see the module docstring)."""
+    return (CampaignRef.branches_prefix(name), CampaignRef.rejected_prefix(name), "refs/notes/campaign/")
 
 
 def tracked_refs(repo: Repo, name: str, source: str) -> dict[str, str]:
     """{ref as named on the other side: object} as of the last fetch from `source`."""
     prefix = f"{TRACKING}/{source}/"
     found = {}
-    for sub in (f"heads/campaign/{name}/", f"campaign/{name}/rejected/", "notes/campaign/"):
-        for ref, sha in g.refs_under(repo, prefix + sub).items():
+    for mirrored in _mirrored(name):
+        for ref, sha in g.refs_under(repo, prefix + mirrored[len("refs/") :]).items():
             found["refs/" + ref[len(prefix) :]] = sha
     return {ref: sha for ref, sha in found.items() if not ref.startswith("refs/notes/") or ref in NOTES_REFS}
 
@@ -120,21 +122,21 @@ def compare(repo: Repo, local: dict[str, str], remote: dict[str, str]) -> Compar
     pins: dict[int, str] = {}
     for refs in (remote, local):
         for ref, sha in refs.items():
-            match = _PIN_REF.fullmatch(ref)
-            if match:
-                pins.setdefault(int(match.group(1)), sha)
+            parsed = CampaignRef.from_ref(ref)
+            if parsed is not None and parsed.kind == RefKind.REJECTED and parsed.round is not None:
+                pins.setdefault(parsed.round, sha)
     for ref in sorted(set(local) | set(remote)):
         ours, theirs = local.get(ref), remote.get(ref)
-        pin = _PIN_REF.fullmatch(ref)
-        if pin and ours and theirs and ours != theirs:
+        parsed = CampaignRef.from_ref(ref)
+        if parsed is not None and parsed.kind == RefKind.REJECTED and ours and theirs and ours != theirs:
             result.conflicts.append(
-                f"round {pin.group(1)} was rejected on both sides as different commits "
+                f"round {parsed.round} was rejected on both sides as different commits "
                 f"({ours[:12]} here, {theirs[:12]} there): two people opened the same round number"
             )
             result.states[ref] = DIVERGED
             continue
-        round_match = _ROUND_REF.fullmatch(ref)
-        pinned = pins.get(int(round_match.group(1))) if round_match else None
+        is_round = parsed is not None and parsed.kind == RefKind.ROUND and parsed.round is not None
+        pinned = pins.get(parsed.round) if is_round and parsed and parsed.round is not None else None
         result.states[ref] = _relation(repo, ours, theirs, pinned)
     return result
 
@@ -218,7 +220,7 @@ def _written(document: bytes) -> str:
 
 def conflicting_decisions(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The VALIDATE decisions of one round when they disagree (it was measured in two clones)."""
-    validations = [doc for doc in docs if doc.get("phase") == verdict.PHASE_VALIDATE and doc.get("decision")]
+    validations = [doc for doc in docs if doc.get("phase") == Phase.VALIDATE and doc.get("decision")]
     return validations if len({doc["decision"] for doc in validations}) > 1 else []
 
 
@@ -241,3 +243,152 @@ def describe_standing(remote: str, states: dict[str, list[str]]) -> str:
     parts = [f"{state} on {len(refs)} ref(s)" for state, refs in states.items() if refs]
     todo = "git campaign pull, then push" if states[DIVERGED] or states[BEHIND] else "git campaign push"
     return f"{remote}: {', '.join(parts)} (as of the last fetch, push or pull); next: {todo}"
+
+
+# -- bringing the other side's copy in (pull, import) ---------------------------------------------
+
+
+@dataclass
+class SyncResult:
+    campaign: str
+    source: str
+    updated: list[str] = field(default_factory=list)  # "REF OLD..NEW" for every ref moved here or there
+    merges: list[str] = field(default_factory=list)  # what a notes merge had to decide
+    waiting: list[str] = field(default_factory=list)  # refs the other side is ahead on (push only)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def integrate(
+    repo: Repo, name: str, theirs: dict[str, str], source: str, supersede: bool = False
+) -> SyncResult:
+    """Bring the refs `theirs` (already fetched) into this clone without losing anything of ours."""
+    ours = campaign_refs(repo, name)
+    comparison = compare(repo, ours, theirs)
+    problems = list(comparison.conflicts)
+    main_ref = str(CampaignRef.main(name))
+    superseded: list[str] = []
+    for ref in comparison.refs_in(DIVERGED):
+        if ref == main_ref and supersede:
+            superseded = _own_acceptances(repo, name, ours[ref], theirs[ref])
+        elif ref == main_ref:
+            problems.append(
+                f"{C.main_branch(name)} diverged: {source} accepted "
+                f"{g.count_commits(repo, ours[ref], theirs[ref])} commit(s) this clone does not have, and "
+                f"this clone accepted {g.count_commits(repo, theirs[ref], ours[ref])} that {source} does not;"
+                " the accepted line is linear and cannot be merged (`git campaign pull --supersede` keeps "
+                f"{source}'s line and marks yours superseded, to re-run on top of it)"
+            )
+        elif ref.startswith(HEADS):
+            problems.append(
+                f"{ref[len(HEADS) :]} is {ours[ref][:12]} here and {theirs[ref][:12]} on {source}: "
+                "two people opened the same round number"
+            )
+    if problems:
+        raise CampaignError(
+            f"cannot bring campaign {name} from {source}; nothing was changed:\n  " + "\n  ".join(problems),
+            "settle it with whoever pushed: keep one side (delete or rename yours with `git branch -m`, "
+            f"re-run your round on top of {source}'s accepted head), then pull again",
+        )
+    result = SyncResult(name, source)
+    if superseded:
+        result.merges += _supersede(repo, name, superseded, ours[main_ref], theirs[main_ref], source)
+        ours = campaign_refs(repo, name)
+        comparison = compare(repo, ours, theirs)
+    behind = comparison.refs_in(BEHIND)
+    for notes_ref in NOTES_REFS:  # notes first: a ref never points at a commit without its notes
+        state = comparison.states.get(notes_ref)
+        if state == BEHIND:
+            _move(repo, notes_ref, theirs[notes_ref], ours.get(notes_ref), source, result)
+        elif state == DIVERGED:
+            merged, decisions = merge_notes(repo, notes_ref, ours[notes_ref], theirs[notes_ref], source)
+            _move(repo, notes_ref, merged, ours[notes_ref], source, result)
+            result.merges += decisions
+    for ref in behind:
+        if ref.startswith(CampaignRef.rejected_prefix(name)):
+            _move(repo, ref, theirs[ref], None, source, result)
+    checked_out = g.head_ref_name(repo)
+    if any(ref == checked_out for ref in behind):
+        g.require_clean(repo, f"move the checked-out {checked_out} to {source}'s")
+    for ref in behind:
+        if ref.startswith(HEADS):
+            branch = ref[len(HEADS) :]
+            g.move_branch(repo, branch, theirs[ref], ours.get(ref), f"campaign: pull from {source}")
+            result.updated.append(f"{ref} {_short(ours.get(ref))}..{theirs[ref][:12]}")
+    if name in campaigns(repo):
+        configure_notes(repo)
+    return result
+
+
+def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]:
+    """The accepted rounds on this clone's main since it forked from the other side's (oldest first);
+    anything else there (a report, a rollback commit) cannot be superseded automatically."""
+    commits = g.first_parents_since(repo, g.merge_base(repo, ours, theirs), ours)
+    notes = Campaign(repo, name).verdicts()
+    for commit in commits:
+        standing = verdict.standing(notes.get(commit, []))
+        if not standing or standing.get("decision") not in C.ACCEPTED:
+            raise CampaignError(
+                f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
+                "only accepted rounds can be superseded; nothing was changed",
+                f"look at it with `git show {commit[:12]}`, and settle the two lines by hand",
+            )
+    return commits
+
+
+def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str, source: str) -> list[str]:
+    """Keep `source`'s accepted line: each of this clone's own acceptances gets a verdict document
+    (REJECT, superseded) and a rejected pin, and main goes back to where the lines forked; it was
+    never published, so no one else's history changes. The pull then fast-forwards main."""
+    campaign = Campaign(repo, name)
+    if g.head_ref_name(repo) == campaign.main_ref:
+        g.require_clean(repo, "move the checked-out accepted line")
+    notes = campaign.verdicts()
+    fork = g.parent(repo, commits[0])
+    assert fork is not None
+    lines = []
+    for commit in commits:
+        standing = verdict.standing(notes[commit]) or {}
+        number = int(standing["round"])
+        verdict.append(
+            repo,
+            commit,
+            {
+                "campaign": name,
+                "round": number,
+                "phase": Phase.OVERRIDE,
+                "hypothesis": standing.get("hypothesis", ""),
+                "decision": Decision.REJECT,
+                "previous_decision": standing.get("decision"),
+                "reasons": [C.REASON_SUPERSEDED],
+                "notes": [
+                    f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                ],
+                "commit": commit,
+                "incumbent": theirs,
+            },
+        )
+        if g.rev(repo, C.rejected_ref(name, number)) is None:
+            g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
+        round_branch = campaign.round_branch(number)
+        started_from = g.parent(repo, commit)
+        if started_from and g.rev(repo, campaign.round_ref(number)) == commit:  # as a REJECT resets it
+            g.move_branch(
+                repo, round_branch, started_from, commit, f"campaign: reset superseded round {number}"
+            )
+        lines.append(
+            f"round {number} ({commit[:12]}) superseded by {source}'s line; re-run it on top: "
+            f'git campaign round -m "..." && git cherry-pick {commit[:12]}'
+        )
+    g.move_branch(repo, campaign.main_branch, fork, ours, f"campaign: superseded by {source}")
+    return lines
+
+
+def _move(repo: Repo, ref: str, new: str, old: str | None, source: str, result: SyncResult) -> None:
+    g.update_ref(repo, ref, new, old, f"campaign: pull from {source}")
+    result.updated.append(f"{ref} {_short(old)}..{new[:12]}")
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "(new)"

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -26,11 +26,13 @@ from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Decision, Phase, StrEnum
 
-PHASE_BASELINE = "BASELINE"
-PHASE_VALIDATE = "VALIDATE"
-PHASE_OVERRIDE = "OVERRIDE"
-PHASE_REPORT = "REPORT"
+# The names callers used before `Phase` owned the words.
+PHASE_BASELINE = Phase.BASELINE
+PHASE_VALIDATE = Phase.VALIDATE
+PHASE_OVERRIDE = Phase.OVERRIDE
+PHASE_REPORT = Phase.REPORT
 
 
 def now() -> str:
@@ -40,8 +42,75 @@ def now() -> str:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
+class _Dumper(yaml.SafeDumper):
+    """The safe dumper, writing a `Decision` or `Phase` as the plain string it stands for."""
+
+
+_Dumper.add_multi_representer(StrEnum, lambda dumper, member: dumper.represent_str(str(member)))
+
+
 _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
-DECISIONS = (C.DECISION_BASELINE, C.DECISION_ACCEPT, C.DECISION_ACCEPT_WITH_NOTE, C.DECISION_REJECT)
+DECISIONS = tuple(Decision)
+
+
+@dataclass
+class VerdictDoc:
+    """One document of a verdict stream (the model is DVC's `SerializableExp`).
+
+    The fields every reader relies on are typed; all the others (the measurement, gates, samples,
+    and any field a later version adds) stay in `extra`, and `keys` remembers the order they were
+    written in, so `VerdictDoc.parse(text).to_yaml()` gives back the document it read. A document
+    may lack any field but `campaign`: the first versions wrote fewer.
+    """
+
+    campaign: str
+    round: int | None = None
+    phase: Phase | str | None = None  # a phase this version does not know is kept, and decides nothing
+    decision: Decision | None = None
+    commit: str | None = None
+    incumbent: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+
+    TYPED = ("campaign", "round", "phase", "decision", "commit", "incumbent")
+
+    @classmethod
+    def from_mapping(cls, doc: object) -> VerdictDoc | None:
+        """The document, or None when it is not one (no campaign, a round that is not a number,
+        a decision that is not a `Decision`): a hand-broken document is skipped, never fatal."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+            return None
+        number, decision, phase = doc.get("round"), doc.get("decision"), doc.get("phase")
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+            return None
+        if decision is not None and decision not in DECISIONS:
+            return None
+        known_phase = Phase(phase) if phase in tuple(Phase) else phase
+        return cls(
+            doc["campaign"],
+            number,
+            known_phase,
+            Decision(decision) if decision is not None else None,
+            doc.get("commit"),
+            doc.get("incumbent"),
+            {key: value for key, value in doc.items() if key not in cls.TYPED},
+            tuple(doc),
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> VerdictDoc | None:
+        return cls.from_mapping(_load(text))
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The document as a mapping, in the order it was written (new fields last)."""
+        typed = {key: getattr(self, key) for key in self.TYPED}
+        present = {key: value for key, value in typed.items() if value is not None or key in self.keys}
+        merged = {**present, **self.extra}
+        order = [key for key in self.keys if key in merged] + [key for key in merged if key not in self.keys]
+        return {key: merged[key] for key in order}
+
+    def to_yaml(self) -> str:
+        return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
 
 
 def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
@@ -51,24 +120,17 @@ def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
         return []
     documents = []
     for part in _DOCUMENT_START.split(raw.decode(errors="replace")):
-        if not part.strip():
-            continue
-        try:
-            doc = yaml.load(part, Loader=_LOADER)
-        except yaml.YAMLError:
-            continue
-        if _well_formed(doc):
-            documents.append(doc)
+        doc = _load(part) if part.strip() else None
+        if isinstance(doc, dict) and VerdictDoc.from_mapping(doc) is not None:
+            documents.append(doc)  # as read: readers and the cache see the strings the note holds
     return documents
 
 
-def _well_formed(doc: object) -> bool:
-    if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
-        return False
-    number, decision = doc.get("round"), doc.get("decision")
-    return (number is None or (isinstance(number, int) and not isinstance(number, bool))) and (
-        decision is None or decision in DECISIONS
-    )
+def _load(text: str) -> object:
+    try:
+        return yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        return None
 
 
 def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
@@ -110,7 +172,10 @@ def read(repo: Repo, commit: str) -> list[dict[str, Any]]:
 def render(document: dict[str, Any]) -> bytes:
     """One YAML document of the stream, stamped with the format, tool version and time."""
     document = {"format": C.VERDICT_FORMAT, **document, "tool_version": __version__, "written": now()}
-    return b"---\n" + yaml.safe_dump(document, sort_keys=False, width=120, allow_unicode=True).encode()
+    return (
+        b"---\n"
+        + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True).encode()
+    )
 
 
 def append(repo: Repo, commit: str, document: dict[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:
@@ -163,17 +228,15 @@ def commit_facts(repo: Repo, commits: list[str]) -> dict[str, CommitFacts]:
     """Tree, first parent and CSV note blobs of many commits, in a fixed number of git calls."""
     if not commits:
         return {}
-    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
     csv_notes = {ref: g.note_blobs(repo, ref) for ref in (C.NOTES_BENCH, C.NOTES_FULL)}
-    facts = {}
-    for line in out.splitlines():
-        sha, tree, *parents = line.split()
-        facts[sha] = CommitFacts(
+    return {
+        sha: CommitFacts(
             tree,
             parents[0] if parents else None,
             {ref: blobs[sha] for ref, blobs in csv_notes.items() if sha in blobs},
         )
-    return facts
+        for sha, (tree, parents) in g.trees_and_parents(repo, commits).items()
+    }
 
 
 def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -> str | None:
@@ -185,19 +248,19 @@ def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -
     if facts is None:
         return "the commit is not in this repository"
     phase, decision = doc.get("phase"), doc.get("decision")
-    if phase == PHASE_BASELINE:
+    if phase == Phase.BASELINE:
         return None if doc.get("measured_commit") == facts.parent else "not measured on this commit's parent"
     if doc.get("commit") != commit:
         return (
             f"it names commit {str(doc.get('commit'))[:12]} (copied by a rebase or amend, or written by hand)"
         )
-    if phase == PHASE_OVERRIDE and decision not in C.ACCEPTED:
+    if phase == Phase.OVERRIDE and decision not in C.ACCEPTED:
         return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
     if doc.get("incumbent") != facts.parent:
         return "its incumbent is not the commit's parent"
-    if phase == PHASE_OVERRIDE:
+    if phase == Phase.OVERRIDE:
         return None
-    if phase != PHASE_VALIDATE:
+    if phase != Phase.VALIDATE:
         return f"phase {phase!r} carries no round decision"
     if doc.get("tree") != facts.tree:
         return "its tree is not the commit's tree"

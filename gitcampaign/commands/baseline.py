@@ -11,7 +11,7 @@ from gitcampaign import constants as C
 from gitcampaign import envinfo, steps, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import Campaign, locked
 from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, NoiseFloor, sha256_bytes
@@ -26,6 +26,7 @@ from gitcampaign.measure import (
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, aggregate
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
+from gitcampaign.vocabulary import Decision, Phase
 
 DEFAULT_REPRESENTATIVE = 4
 
@@ -37,6 +38,14 @@ class BaselineResult:
     representative: list[str]
     noise: NoiseFloor
     aggregate: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "aggregate": self.aggregate,
+            "representative_shapes": self.representative,
+            "noise_floor": {"aggregate": self.noise.aggregate, "shapes": self.noise.shapes},
+        }
 
 
 def relative_spread(row_values: dict[str, float], metric: str) -> float:
@@ -85,10 +94,8 @@ def baseline(
     progress: Progress | None = None,
 ) -> BaselineResult:
     progress = progress or Progress.silent()
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "run the baseline")
+    with locked(repo_path, campaign_name, clean_for="run the baseline") as campaign:
+        repo = campaign.repo
         manifest = campaign.manifest()
         if manifest.csv_header is not None:
             raise CampaignError(
@@ -173,9 +180,9 @@ def _record(
     document = {
         "campaign": campaign.name,
         "round": 1,
-        "phase": verdict.PHASE_BASELINE,
+        "phase": Phase.BASELINE,
         "hypothesis": "baseline",
-        "decision": C.DECISION_BASELINE,
+        "decision": Decision.BASELINE,
         "reasons": [],
         "primary_metric": manifest.primary_metric,
         "aggregate": {"baseline": value, "quick": aggregate(quick, manifest.primary_metric, representative)},
@@ -190,7 +197,7 @@ def _record(
         "harness_sha256": {path: sha for path, sha in manifest.protected_paths.items()},
         "csv_schema_sha256": manifest.csv_header_sha256,
         "measured_commit": head,
-        "tree": repo.git.rev_parse(f"{head}^{{tree}}"),
+        "tree": g.tree_of(repo, head),
         **prepared,
     }
     message = (

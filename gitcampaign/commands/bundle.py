@@ -17,9 +17,10 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import sync
-from gitcampaign.campaign import Campaign, check_name, resolve
-from gitcampaign.commands.pull import SyncResult, integrate
+from gitcampaign.campaign import check_name, locked
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import HEADS, CampaignRef
+from gitcampaign.sync import SyncResult, integrate
 
 BUNDLE_FILE = "lineage.bundle"
 
@@ -43,10 +44,9 @@ def default_path(name: str) -> str:
 def export(
     repo_path: Path, campaign_name: str | None, path: Path | None = None, self_contained: bool = False
 ) -> ExportResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    target = path if path is not None else g.root(repo) / default_path(campaign.name)
-    with g.campaign_lock(repo, campaign.name):
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
+        target = path if path is not None else g.root(repo) / default_path(campaign.name)
         refs = sync.campaign_refs(repo, campaign.name)
         base = None if self_contained else campaign.manifest().git_commit
         if base is not None and g.rev(repo, base) is None:
@@ -60,7 +60,7 @@ def import_bundle(repo_path: Path, path: Path) -> SyncResult:
     if not path.is_file():
         raise CampaignError(f"no bundle at {path}", "give the file `git campaign export` wrote")
     heads = g.bundle_heads(repo, path)
-    names = sorted({ref.split("/")[3] for ref in heads if ref.startswith("refs/heads/campaign/")})
+    names = sorted({owner for ref in heads if ref.startswith(HEADS) and (owner := CampaignRef.owner(ref))})
     if len(names) != 1:
         raise CampaignError(
             f"{path} holds {len(names)} campaigns ({', '.join(names) or 'none'}), not one",

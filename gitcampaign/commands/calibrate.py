@@ -21,7 +21,7 @@ from gitcampaign import constants as C
 from gitcampaign import envinfo, measure, verdict
 from gitcampaign import git as g
 from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, VENDOR_BACKEND, CalibrationRow, build_rows
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.shapes import dump_shapes
 
@@ -54,9 +54,8 @@ class CalibrateResult:
 def calibrate(
     repo_path: Path, campaign_name: str | None, all_shapes: bool = False, forward_only: bool = False
 ) -> CalibrateResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
         manifest = campaign.manifest()
         harness = f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"
         if not manifest.quick_command.startswith(f"python {harness}"):

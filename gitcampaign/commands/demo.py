@@ -34,6 +34,7 @@ from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, log_table
 from gitcampaign.progress import Progress
+from gitcampaign.refs import CampaignRef
 
 NAME = "gemm-demo"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "demo"
@@ -88,13 +89,11 @@ def apply_edits(root: Path, edits: tuple[Edit, ...]) -> None:
 
 
 def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise CampaignError(
-            f"demo: `git {' '.join(args[:2])}` failed in {root}:\n{done.stdout}{done.stderr}",
-            "read the hook or git output above; the scratch repo is left as it was for inspection",
-        )
-    return done.stdout
+    return g.run_in(
+        root,
+        *args,
+        hint="read the hook or git output above; the scratch repo is left as it was for inspection",
+    )
 
 
 def _scratch_repo(root: Path, gpu: bool) -> str:
@@ -183,5 +182,6 @@ def demo(
     echo("\n" + log_table(rows, C.METRIC_STEP) + "\n")
     echo(_git(root, "log", "--no-notes", "--notes=campaign/bench", C.main_branch(NAME)))
     echo("rejected rounds, pinned under refs/campaign/:")
-    echo(_git(root, "log", "--no-walk", "--oneline", "--no-notes", f"--glob=refs/campaign/{NAME}/rejected/*"))
+    pins = f"--glob={CampaignRef.rejected_prefix(NAME)}*"
+    echo(_git(root, "log", "--no-walk", "--oneline", "--no-notes", pins))
     echo(f"explore: cd {root} && git log {C.main_branch(NAME)} && git campaign log && git campaign show 2")

@@ -17,22 +17,19 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from git import Repo
 
-from gitcampaign import git as gitops
-from gitcampaign.commands.lint import format_finding
-from gitcampaign.constants import MANIFEST_FILE, campaign_dir, main_branch
+from gitcampaign import git as g
+from gitcampaign.campaign import Campaign, check_next_commit
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
-from gitcampaign.lint import lint_source
+from gitcampaign.lint import format_finding, lint_source
+from gitcampaign.refs import CampaignRef, RefKind
 
 HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg")
 MARKER = "# gitcampaign-managed hook"
-ROUND_BRANCH_RE = re.compile(r"^campaign/(?P<campaign>.+)/round-(?P<round_no>\d+)$")
 HYPOTHESIS_RE = re.compile(r"^hypothesis:\s*\S", re.IGNORECASE)
 CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
 SCISSORS = "# ------------------------ >8 ------------------------"
@@ -65,13 +62,6 @@ exec "${{GITCAMPAIGN_PYTHON:-{python}}}" -m gitcampaign hooks run {name} "$@"
 """
 
 
-@dataclass(frozen=True)
-class RoundBranch:
-    campaign: str
-    round_no: int
-    branch: str
-
-
 def hook_script(name: str, python: str = "python3") -> str:
     """The shell hook `name`; `python` runs `-m gitcampaign` where `git-campaign` is not on PATH."""
     # The path sits inside "${...:-PATH}": escape what double quotes do not protect.
@@ -79,13 +69,10 @@ def hook_script(name: str, python: str = "python3") -> str:
     return HOOK_TEMPLATE.format(marker=MARKER, name=name, python=escaped)
 
 
-def current_round(repo: Repo) -> RoundBranch | None:
+def checked_out_round(repo: Repo) -> CampaignRef | None:
     """The round branch checked out, or None off campaign round branches (and on a detached HEAD)."""
-    branch = gitops.current_branch(repo)
-    match = ROUND_BRANCH_RE.match(branch or "")
-    if branch is None or match is None:
-        return None
-    return RoundBranch(match["campaign"], int(match["round_no"]), branch)
+    ref = CampaignRef.from_ref(g.current_branch(repo) or "")
+    return ref if ref is not None and ref.kind == RefKind.ROUND else None
 
 
 def run_hook(name: str, repo_root: Path, args: list[str]) -> tuple[int, str]:
@@ -119,12 +106,14 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
     `test_command`; non-zero with the failing check's output. Off round branches: 0, nothing run.
     The tests run on the work tree, as every pre-commit hook does (unstaged edits included);
     VALIDATE re-runs them on the committed tree in a worktree of its own."""
-    repo = gitops.open_repo(repo_root)
-    current = current_round(repo)
+    repo = g.open_repo(repo_root)
+    current = checked_out_round(repo)
     if current is None:
         return 0, ""
     findings = [
-        finding for path, source in _staged_python_sources(repo) for finding in lint_source(source, path)
+        finding
+        for path, source in g.staged_files(repo, "*.py").items()
+        for finding in lint_source(source, path)
     ]
     report = [format_finding(f) for f in findings]
     if any(f.blocking for f in findings):
@@ -136,11 +125,12 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
                 "on that line (the verdict reports it)",
             ]
         )
-    test_command = _manifest_value(repo, current, "test_command")
+    campaign = Campaign(repo, current.campaign)
+    test_command = campaign.manifest_command("test_command")
     if not test_command:
         return 0, "\n".join([*report, f"campaign {current.campaign}: no test_command; tests not run"])
     # A compiled project's tests need its build: in place here, as validate builds each worktree.
-    build_command = _manifest_value(repo, current, "build_command")
+    build_command = campaign.manifest_command("build_command")
     if build_command:
         test_command = f"{build_command} && {test_command}"
     completed = subprocess.run(
@@ -165,44 +155,6 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
     return 0, "\n".join([*report, f"campaign {current.campaign}: lint clean, tests passed ({test_command})"])
 
 
-def _staged_python_sources(repo: Repo) -> list[tuple[str, str]]:
-    """(path, staged content) of every added/changed Python file: the lint judges what is being
-    committed, not the work tree (`git add -p` can stage something else)."""
-    names = repo.git.diff("--cached", "--name-only", "-z", "--diff-filter=ACMR", "--", "*.py")
-    sources = []
-    for path in filter(None, names.split("\0")):
-        blob = repo.git.cat_file("blob", f":{path}", strip_newline_in_stdout=False)
-        sources.append((path, blob))
-    return sources
-
-
-def _manifest_value(repo: Repo, current: RoundBranch, key: str) -> str:
-    """A manifest field as the accepted line has it (a round cannot loosen its own gate by editing
-    the manifest; validate's integrity gate rejects that anyway)."""
-    main = main_branch(current.campaign)
-    path = f"{campaign_dir(current.campaign)}/{MANIFEST_FILE}"
-    content = gitops.read_file_at(repo, main, path) if gitops.rev(repo, main) else None
-    if content is None:
-        raise CampaignError(
-            f"{path} is not on {main}, so the round's gates cannot run",
-            f"run `git campaign init {current.campaign} ...` first",
-        )
-    try:
-        manifest = yaml.safe_load(content)
-    except yaml.YAMLError as exc:
-        raise CampaignError(
-            f"{path} on {main} is not valid YAML: {exc}", "repair the manifest on the campaign's main"
-        ) from exc
-    if not isinstance(manifest, dict):
-        raise CampaignError(
-            f"{path} on {main} is not a mapping", "repair the manifest on the campaign's main"
-        )
-    value = manifest.get(key) or ""
-    if not isinstance(value, str):
-        raise CampaignError(f"{path}: {key} must be a shell command string", f"set {key} in the manifest")
-    return value
-
-
 # -- prepare-commit-msg ------------------------------------------------------------------------------
 
 
@@ -212,12 +164,18 @@ def run_prepare_commit_msg(
     """On a round branch: refuse a second commit on the round (CampaignError: the round is one
     commit, amend it), then prefill `Hypothesis:` (the round's description) and `Change:` in an empty
     message, or add the `Hypothesis:` line to a `-m` message that lacks one. Returns the exit code."""
-    repo = gitops.open_repo(repo_root)
-    current = current_round(repo)
+    repo = g.open_repo(repo_root)
+    current = checked_out_round(repo)
     if current is None:
         return 0
-    _require_one_commit(repo, current, source, sha)
-    hypothesis = " ".join((gitops.config_get(repo, f"branch.{current.branch}.description") or "").split())
+    head = g.rev(repo, "HEAD")
+    # `--amend` reaches this hook as source `commit` with `HEAD`, except with -m/-F (source `message`).
+    amending = (source == "commit" and sha is not None and g.rev(repo, sha) == head) or (
+        source == "message" and _git_commit_has_amend()
+    )
+    assert current.round is not None
+    check_next_commit(Campaign(repo, current.campaign), current.round, amending)
+    hypothesis = " ".join((g.config_get(repo, f"branch.{current.branch}.description") or "").split())
     text = msg_file.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     first_comment = next((i for i, line in enumerate(lines) if line.startswith("#")), len(lines))
@@ -232,33 +190,6 @@ def run_prepare_commit_msg(
         return 0
     msg_file.write_text("".join(body + (["\n"] if comments else []) + comments), encoding="utf-8")
     return 0
-
-
-def _require_one_commit(repo: Repo, current: RoundBranch, source: str | None, sha: str | None) -> None:
-    """Raise unless this commit keeps the round at one commit on top of the accepted line."""
-    main = main_branch(current.campaign)
-    if gitops.rev(repo, main) is None:
-        raise CampaignError(
-            f"{main} does not exist, so {current.branch} has no accepted line to sit on",
-            "run `git campaign init` first",
-        )
-    head = gitops.rev(repo, "HEAD")
-    ahead = gitops.count_commits(repo, main, "HEAD") if head else 0
-    # `--amend` reaches this hook as source `commit` with `HEAD`, except with -m/-F (source `message`).
-    amending = (source == "commit" and sha is not None and gitops.rev(repo, sha) == head) or (
-        source == "message" and _git_commit_has_amend()
-    )
-    if ahead == 0 or (ahead == 1 and amending):
-        return
-    if ahead == 1:
-        raise CampaignError(
-            f"{current.branch} already has its one commit: a round is exactly one commit on top of {main}",
-            "fold this change into it with `git commit --amend`",
-        )
-    raise CampaignError(
-        f"{current.branch} is {ahead} commits ahead of {main}; a round is exactly one commit",
-        f"squash them with `git reset --soft {main} && git commit`",
-    )
 
 
 def _git_commit_has_amend() -> bool:
@@ -297,8 +228,8 @@ def _process(pid: int) -> tuple[int, list[str]] | None:
 
 def run_commit_msg(repo_root: Path, msg_file: Path) -> tuple[int, str]:
     """On a round branch the message must carry a non-empty `Hypothesis:` and `Change:` line."""
-    repo = gitops.open_repo(repo_root)
-    current = current_round(repo)
+    repo = g.open_repo(repo_root)
+    current = checked_out_round(repo)
     if current is None:
         return 0, ""
     lines = []
@@ -328,25 +259,25 @@ def run_commit_msg(repo_root: Path, msg_file: Path) -> tuple[int, str]:
 
 def hooks_dir(repo: Repo) -> Path:
     """Where git runs hooks from: `core.hooksPath` if set, else the repository's hooks dir."""
-    root = gitops.root(repo)
-    configured = gitops.config_get(repo, "core.hooksPath")
-    path = Path(configured).expanduser() if configured else Path(repo.git.rev_parse("--git-path", "hooks"))
+    root = g.root(repo)
+    configured = g.config_get(repo, "core.hooksPath")
+    path = Path(configured).expanduser() if configured else g.git_path(repo, "hooks")
     return path if path.is_absolute() else root / path
 
 
 def _tracked(repo: Repo, paths: list[Path]) -> list[str]:
     """Those of `paths` that are committed files of the work tree (`git ls-files`)."""
-    root = gitops.root(repo).resolve()
+    root = g.root(repo).resolve()
     inside = [str(p.resolve().relative_to(root)) for p in paths if p.resolve().is_relative_to(root)]
     if not inside:
         return []
-    return [line for line in repo.git.ls_files("--", *inside).splitlines() if line]
+    return g.tracked(repo, inside)
 
 
 def install_hooks(repo_root: Path) -> list[str]:
     """Install the three hooks; a foreign hook already there is kept as `NAME.local` and run first.
     Idempotent: our own hook is rewritten in place, never chained to itself."""
-    repo = gitops.open_repo(repo_root)
+    repo = g.open_repo(repo_root)
     directory = hooks_dir(repo)
     tracked = _tracked(
         repo, [directory / name for name in HOOK_NAMES] + [directory / f"{n}.local" for n in HOOK_NAMES]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import check_name
+from gitcampaign.campaign import check_name, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, normalise_metric
 from gitcampaign.ops import OPS, OpInfo
+from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import load_shapes
 from gitcampaign.verdict import now
 
@@ -41,13 +43,14 @@ class InitOptions:
     workspace: tuple[str, ...] = ()
 
 
-def configure_notes(repo_path: Path) -> None:
-    """Plain `git log` shows the campaign notes, and amend/rebase carry them along."""
-    repo = g.open_repo(repo_path)
-    g.config_add_once(repo, "notes.displayRef", C.NOTES_GLOB)
-    g.config_add_once(repo, "notes.rewriteRef", C.NOTES_GLOB)
-    g.config_set(repo, "notes.rewrite.amend", "true")
-    g.config_set(repo, "notes.rewrite.rebase", "true")
+@dataclass
+class InitResult:
+    campaign: str
+    commit: str  # the commit on the new accepted line that holds the manifest
+    main_branch: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
@@ -144,7 +147,7 @@ def workspace_paths(repo_root: Path, mode: str, given: tuple[str, ...], commands
     return protected_paths(repo_root, commands, None, tuple(path.rstrip("/") for path in given))
 
 
-def init(repo_path: Path, options: InitOptions) -> str:
+def init(repo_path: Path, options: InitOptions) -> InitResult:
     """Create the campaign; returns the commit that holds the manifest."""
     check_name(options.name)
     repo = g.open_repo(repo_path)
@@ -154,7 +157,7 @@ def init(repo_path: Path, options: InitOptions) -> str:
     head = g.rev(repo, "HEAD")
     if head is None:
         raise CampaignError("the repository has no commit yet", "commit the kernel first, then run init")
-    main_ref = f"refs/heads/{C.main_branch(name)}"
+    main_ref = str(CampaignRef.main(name))
     if g.rev(repo, main_ref) is not None:
         raise CampaignError(
             f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
@@ -245,5 +248,5 @@ def init(repo_path: Path, options: InitOptions) -> str:
         create_from=head,
     )
     g.checkout(repo, C.main_branch(name))
-    configure_notes(root)
-    return commit
+    configure_notes(repo)
+    return InitResult(name, commit, CampaignRef.main(name).branch)

@@ -6,18 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from gitcampaign.lint import Finding, lint_paths
-
-
-def format_finding(finding: Finding) -> str:
-    """`path:line: ID message`, marked when the finding is informational or suppressed."""
-    if finding.suppressed_reason is not None:
-        tag = f" (suppressed: {finding.suppressed_reason})"
-    elif not finding.blocking:
-        tag = " (info)"
-    else:
-        tag = ""
-    return f"{finding.path}:{finding.line}: {finding.rule}{tag} {finding.message}"
+from gitcampaign.lint import format_finding, lint_paths
 
 
 def run_lint(paths: list[Path], as_json: bool) -> tuple[int, str]:

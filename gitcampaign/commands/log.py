@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, resolve
-from gitcampaign.lineage import lineage_rows, log_table
+from gitcampaign.campaign import opened
+from gitcampaign.lineage import LineageRow, lineage_rows
 
 
-def log(repo_path: Path, campaign_name: str | None) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+@dataclass
+class LogResult:
+    campaign: str
+    metric: str
+    rows: list[LineageRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"campaign": self.campaign, "metric": self.metric, "rounds": [asdict(r) for r in self.rows]}
+
+
+def log(repo_path: Path, campaign_name: str | None) -> LogResult:
+    campaign = opened(repo_path, campaign_name)
     metric = campaign.manifest().primary_metric
     _, rows = lineage_rows(campaign)
-    return log_table(rows, metric), {
-        "campaign": campaign.name,
-        "metric": metric,
-        "rounds": [asdict(r) for r in rows],
-    }
+    return LogResult(campaign.name, metric, rows)

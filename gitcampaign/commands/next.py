@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
+from gitcampaign.campaign import opened
 from gitcampaign.commands.baseline import BaselineResult
-from gitcampaign.commands.report import termination
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import lineage_rows
+from gitcampaign.lineage import lineage_rows, termination
+from gitcampaign.vocabulary import Phase, Status
 
 STEP_PREPARE = "prepare"
 STEP_BASELINE = "baseline"  # performed as prepare (idempotent), then the baseline
@@ -36,6 +35,9 @@ class NextStep:
     command: str
     why: str
     runnable: bool  # whether `--run` can perform it without more input
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -70,8 +72,8 @@ def _summary(result: Any) -> dict[str, Any]:
 
 
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+    campaign = opened(repo_path, campaign_name)
+    repo = campaign.repo
     manifest = campaign.manifest()
     name = campaign.name
     if manifest.csv_header is None:
@@ -84,14 +86,14 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
         )
     _, rows = lineage_rows(campaign)
     last = rows[-1] if rows and rows[-1].round >= 2 else None
-    if last and last.status in (STATUS_OPEN, STATUS_PENDING):
+    if last and last.status in (Status.OPEN, Status.PENDING):
         why = (
             "an interrupted validate noted a decision that is not applied yet"
-            if last.status == STATUS_PENDING
+            if last.status == Status.PENDING
             else f"round {last.round} is committed and not validated"
         )
         return NextStep(name, STEP_VALIDATE, "git campaign validate", why, True)
-    if last and last.status == STATUS_EMPTY:
+    if last and last.status == Status.EMPTY:
         return NextStep(
             name,
             STEP_COMMIT,
@@ -100,7 +102,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             False,
         )
     head = campaign.accepted_head()
-    if any(doc.get("phase") == verdict.PHASE_REPORT for doc in verdict.read(repo, head)):
+    if any(doc.get("phase") == Phase.REPORT for doc in verdict.read(repo, head)):
         return NextStep(
             name,
             STEP_DONE,
@@ -108,7 +110,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             f"the campaign is reported ({C.campaign_dir(name)}/{C.REPORT_FILE})",
             False,
         )
-    reached = termination(campaign, manifest, rows)
+    reached = termination(manifest, rows)
     if reached:
         return NextStep(name, STEP_REPORT, "git campaign report", "; ".join(reached), True)
     return NextStep(

@@ -6,24 +6,18 @@ the tree before it, and pins the round as rejected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import (
-    STATUS_ACCEPTED,
-    STATUS_EMPTY,
-    STATUS_OPEN,
-    STATUS_PENDING,
-    STATUS_REJECTED,
-    Campaign,
-    Round,
-    resolve,
-)
-from gitcampaign.commands.validate import apply_decision, check_round_shape
+from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Decision, Phase, Status
+
+ABANDONED = "ABANDONED"  # what a rollback of a round without its commit did: no note, nothing to decide
 
 
 @dataclass
@@ -32,6 +26,9 @@ class OverrideResult:
     decision: str
     previous: str
     commit: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def _pick(campaign: Campaign, number: int | None) -> Round:
@@ -57,7 +54,7 @@ def _document(
     return {
         "campaign": campaign.name,
         "round": entry.number,
-        "phase": verdict.PHASE_OVERRIDE,
+        "phase": Phase.OVERRIDE,
         "hypothesis": entry.hypothesis,
         "decision": decision,
         "override": True,
@@ -72,57 +69,52 @@ def _document(
 
 
 def accept(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "accept a round")
+    with locked(repo_path, campaign_name, clean_for="accept a round") as campaign:
+        repo = campaign.repo
         campaign.require_baseline()
         entry = _pick(campaign, number)
         head = campaign.accepted_head()
-        if entry.status in (STATUS_ACCEPTED, STATUS_EMPTY, STATUS_PENDING):
+        if entry.status in (Status.ACCEPTED, Status.EMPTY, Status.PENDING):
             hints = {
-                STATUS_ACCEPTED: "nothing to do",
-                STATUS_EMPTY: "commit the round's change first",
-                STATUS_PENDING: "finish it with `git campaign validate`",
+                Status.ACCEPTED: "nothing to do",
+                Status.EMPTY: "commit the round's change first",
+                Status.PENDING: "finish it with `git campaign validate`",
             }
             raise CampaignError(f"round {entry.number} is {entry.status}", hints[entry.status])
         assert entry.commit is not None
-        commit = check_round_shape(campaign, entry.number, entry.commit, head)
+        commit = check_one_commit(campaign, entry.number, entry.commit, head)
         previous = entry.decision.get("decision", "none") if entry.decision else "none"
         with g.repo_lock(repo):  # noted, then applied; a kill in between is finished by `validate`
-            verdict.append(repo, commit, _document(campaign, entry, C.DECISION_ACCEPT, reason, head))
+            verdict.append(repo, commit, _document(campaign, entry, Decision.ACCEPT, reason, head))
             g.fault_point("override:noted")
-            apply_decision(campaign, entry.number, commit, head, C.DECISION_ACCEPT)
-        return OverrideResult(entry.number, C.DECISION_ACCEPT, str(previous), commit)
+            apply_decision(campaign, entry.number, commit, head, Decision.ACCEPT)
+        return OverrideResult(entry.number, Decision.ACCEPT, str(previous), commit)
 
 
 def rollback(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "roll back a round")
+    with locked(repo_path, campaign_name, clean_for="roll back a round") as campaign:
+        repo = campaign.repo
         entry = _pick(campaign, number)
         head = campaign.accepted_head()
         previous = entry.decision.get("decision", "none") if entry.decision else "none"
-        if entry.status == STATUS_REJECTED:
+        if entry.status == Status.REJECTED:
             raise CampaignError(f"round {entry.number} is already rejected", "nothing to do")
-        if entry.status == STATUS_PENDING:
+        if entry.status == Status.PENDING:
             raise CampaignError(
                 f"round {entry.number} is pending", "finish it with `git campaign validate` first"
             )
-        if entry.status == STATUS_EMPTY:
-            branch = campaign.round_branch(entry.number)
+        if entry.status == Status.EMPTY:
             g.checkout(repo, campaign.main_branch)
-            g.delete_ref(repo, f"refs/heads/{branch}", head)
-            return OverrideResult(entry.number, "ABANDONED", str(previous), None)
+            g.delete_ref(repo, campaign.round_ref(entry.number), head)
+            return OverrideResult(entry.number, ABANDONED, str(previous), None)
         assert entry.commit is not None
-        if entry.status == STATUS_OPEN:
-            commit = check_round_shape(campaign, entry.number, entry.commit, head)
+        if entry.status == Status.OPEN:
+            commit = check_one_commit(campaign, entry.number, entry.commit, head)
             with g.repo_lock(repo):
-                verdict.append(repo, commit, _document(campaign, entry, C.DECISION_REJECT, reason, head))
+                verdict.append(repo, commit, _document(campaign, entry, Decision.REJECT, reason, head))
                 g.fault_point("override:noted")
-                apply_decision(campaign, entry.number, commit, head, C.DECISION_REJECT)
-            return OverrideResult(entry.number, C.DECISION_REJECT, str(previous), commit)
+                apply_decision(campaign, entry.number, commit, head, Decision.REJECT)
+            return OverrideResult(entry.number, Decision.REJECT, str(previous), commit)
         if entry.commit != head:
             raise CampaignError(
                 f"round {entry.number} is not the accepted head: later rounds build on it",
@@ -137,7 +129,7 @@ def _revert_accepted(
     before = g.parent(campaign.repo, head)
     assert before is not None
     with g.repo_lock(campaign.repo):
-        verdict.append(campaign.repo, head, _document(campaign, entry, C.DECISION_REJECT, reason, before))
+        verdict.append(campaign.repo, head, _document(campaign, entry, Decision.REJECT, reason, before))
         g.fault_point("override:noted")
-        apply_decision(campaign, entry.number, head, before, C.DECISION_REJECT, reason)
-    return OverrideResult(entry.number, C.DECISION_REJECT, previous, head)
+        apply_decision(campaign, entry.number, head, before, Decision.REJECT, reason)
+    return OverrideResult(entry.number, Decision.REJECT, previous, head)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import envinfo
 from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, resolve
-from gitcampaign.commands.init import configure_notes
+from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
 
 PLACEHOLDER_OP = 'OP = "__OP__"'
@@ -22,6 +22,9 @@ class PrepareResult:
     environment: dict[str, object]
     actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def template_text(name: str) -> str:
@@ -39,10 +42,8 @@ def harness_copy(op: str, backend: str) -> bytes:
 
 
 def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = True) -> PrepareResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "prepare the campaign")
+    with locked(repo_path, campaign_name, clean_for="prepare the campaign") as campaign:
+        repo = campaign.repo
         manifest = campaign.manifest()
         result = PrepareResult(environment=envinfo.fingerprint())
         result.environment["git_version"] = g.git_version()
@@ -72,7 +73,7 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
                 f"campaign {manifest.name}: prepare environment\n\nCopies the quick harness and the training probe.\n",
             )
             result.actions += [f"copied {path}" for path in sorted(changed)]
-        configure_notes(g.root(repo))
+        configure_notes(repo)
         result.actions.append(f"notes.displayRef and notes.rewriteRef set to {C.NOTES_GLOB}")
         if install_hooks:
             from gitcampaign.commands.hooks import install_hooks as install

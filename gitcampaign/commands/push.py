@@ -12,8 +12,8 @@ from pathlib import Path
 from gitcampaign import git as g
 from gitcampaign import sync
 from gitcampaign.campaign import resolve
-from gitcampaign.commands.pull import SyncResult
 from gitcampaign.errors import CampaignError
+from gitcampaign.sync import SyncResult
 
 
 def push(repo_path: Path, campaign_name: str | None, remote: str | None = None) -> SyncResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +18,12 @@ from gitcampaign import constants as C
 from gitcampaign import envinfo, plot, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
-    STATUS_ACCEPTED,
-    STATUS_OPEN,
-    STATUS_PENDING,
-    STATUS_REJECTED,
     Campaign,
-    resolve,
+    locked,
 )
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import LineageRow, lineage_rows, log_table
+from gitcampaign.lineage import LineageRow, lineage_rows, log_table, termination
 from gitcampaign.manifest import Manifest
 from gitcampaign.measure import (
     CANDIDATE,
@@ -40,6 +36,7 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
+from gitcampaign.vocabulary import Phase, Status
 
 
 @dataclass
@@ -53,26 +50,8 @@ class ReportResult:
     clean_diff: bool = True
     warnings: list[str] = field(default_factory=list)
 
-
-def termination(campaign: Campaign, manifest: Manifest, rows: list[LineageRow]) -> list[str]:
-    """The termination conditions (T1-T3) that hold now; T4 is the user's `--force`."""
-    reached = []
-    target = manifest.performance_target
-    accepted = [row for row in rows if row.status in ("baseline", STATUS_ACCEPTED)]
-    speedup = accepted[-1].vs_baseline if accepted else None
-    value = accepted[-1].metric if accepted else None
-    if speedup and "speedup" in target and speedup >= target["speedup"]:
-        reached.append(f"T1 target reached: {speedup:.3f}x >= {target['speedup']}x")
-    if value and "value" in target and value >= target["value"]:
-        reached.append(f"T1 target reached: {value:.4g} >= {target['value']:.4g}")
-    if value and "efficiency" in target and value / target["peak"] >= target["efficiency"]:
-        reached.append(
-            f"T2 hardware efficiency: {value / target['peak']:.2f} of peak >= {target['efficiency']}"
-        )
-    finished = sum(1 for row in rows if row.status in (STATUS_ACCEPTED, STATUS_REJECTED))
-    if finished >= manifest.max_iterations:
-        reached.append(f"T3 max iterations: {finished} rounds >= {manifest.max_iterations}")
-    return reached
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def report(
@@ -83,19 +62,17 @@ def report(
     progress: Progress | None = None,
 ) -> ReportResult:
     progress = progress or Progress.silent()
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
-        g.require_clean(repo, "write the report")
+    with locked(repo_path, campaign_name, clean_for="write the report") as campaign:
+        repo = campaign.repo
         manifest = campaign.require_baseline()
         baseline, rows = lineage_rows(campaign)
-        unfinished = [row for row in rows if row.status in (STATUS_OPEN, STATUS_PENDING)]
+        unfinished = [row for row in rows if row.status in (Status.OPEN, Status.PENDING)]
         if unfinished:
             raise CampaignError(
                 f"round {unfinished[-1].round} is {unfinished[-1].status}",
                 "finish it with `git campaign validate` or `git campaign rollback` first",
             )
-        reached = termination(campaign, manifest, rows)
+        reached = termination(manifest, rows)
         if force:
             reached.append("T4 the user stopped the campaign (report --force)")
         if not reached:
@@ -114,8 +91,8 @@ def report(
             campaign.name,
             manifest.git_commit,
             head,
-            {row.commit: row.round for row in rows if row.status == STATUS_ACCEPTED and row.commit},
-            {row.commit for row in rows if row.status == STATUS_REJECTED and row.commit},
+            {row.commit: row.round for row in rows if row.status == Status.ACCEPTED and row.commit},
+            {row.commit for row in rows if row.status == Status.REJECTED and row.commit},
         )
         if not diff.clean and not force:
             raise CampaignError(
@@ -169,7 +146,7 @@ def report(
         document = {
             "campaign": campaign.name,
             "round": None,
-            "phase": verdict.PHASE_REPORT,
+            "phase": Phase.REPORT,
             "primary_metric": manifest.primary_metric,
             "ratio": stats.ratio if stats else None,
             "ci": list(stats.ci) if stats else None,
@@ -235,8 +212,8 @@ def _markdown(
     plotted: bool,
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
-    accepted = [row for row in rounds if row.status == STATUS_ACCEPTED]
-    rejected = [row for row in rounds if row.status == STATUS_REJECTED]
+    accepted = [row for row in rounds if row.status == Status.ACCEPTED]
+    rejected = [row for row in rounds if row.status == Status.REJECTED]
     metric = manifest.primary_metric
     shape_rows = [
         [

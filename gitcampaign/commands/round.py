@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_EMPTY, STATUS_OPEN, STATUS_PENDING, Campaign, resolve
+from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Status
 
 
 @dataclass
@@ -16,15 +18,17 @@ class RoundResult:
     branch: str
     base: str
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> RoundResult:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    if not hypothesis.strip():
-        raise CampaignError(
-            "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
-        )
-    with g.campaign_lock(repo, campaign.name):
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
+        if not hypothesis.strip():
+            raise CampaignError(
+                "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
+            )
         g.require_clean(repo, "open a round")
         campaign.require_baseline()
         _, rounds = campaign.lineage()
@@ -33,7 +37,7 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         unfinished = [
             r
             for r in rounds
-            if r.status in (STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)
+            if r.status in (Status.OPEN, Status.EMPTY, Status.PENDING)
             and g.config_get(repo, f"branch.{campaign.round_branch(r.number)}.description") is not None
         ]
         if unfinished:
@@ -45,7 +49,7 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         number = campaign.next_round_number()
         branch = campaign.round_branch(number)
         base = campaign.accepted_head()
-        g.update_ref(repo, f"refs/heads/{branch}", base, None, f"campaign: open round {number}")
+        g.update_ref(repo, campaign.round_ref(number), base, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
         g.checkout(repo, branch)
         return RoundResult(number, branch, base)

@@ -2,23 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import sync, verdict
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import opened
 from gitcampaign.errors import CampaignError
+from gitcampaign.vocabulary import Phase
 
 
-def show(repo_path: Path, campaign_name: str | None, number: int) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+@dataclass
+class ShowResult:
+    round: int
+    commit: str | None
+    hypothesis: str
+    diff_stat: str = ""
+    bench_csv: str | None = None
+    full_csv: str | None = None
+    verdict: str | None = None
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # decisions two clones both noted
+
+    def to_json(self) -> dict[str, Any]:
+        if self.commit is None:
+            return {"round": self.round, "commit": None, "hypothesis": self.hypothesis}
+        return {
+            "round": self.round,
+            "commit": self.commit,
+            "hypothesis": self.hypothesis,
+            "diff_stat": self.diff_stat,
+            "bench_csv": self.bench_csv,
+            "full_csv": self.full_csv,
+            "verdict": self.verdict,
+            "conflicting_decisions": [doc["decision"] for doc in self.conflicts],
+        }
+
+
+def show(repo_path: Path, campaign_name: str | None, number: int) -> ShowResult:
+    campaign = opened(repo_path, campaign_name)
+    repo = campaign.repo
     _, rounds = campaign.lineage()
     if number == 1:
         commit = next(
-            (c for c, docs in campaign.verdicts().items() if docs[0].get("phase") == "BASELINE"), None
+            (c for c, docs in campaign.verdicts().items() if docs[0].get("phase") == Phase.BASELINE), None
         )
         hypothesis = "baseline"
     else:
@@ -29,30 +57,18 @@ def show(repo_path: Path, campaign_name: str | None, number: int) -> tuple[str, 
             )
         commit, hypothesis = entry.commit, entry.hypothesis
     if commit is None:
-        text = f"round {number}: no commit yet\nhypothesis: {hypothesis}"
-        return text, {"round": number, "commit": None, "hypothesis": hypothesis}
+        return ShowResult(number, None, hypothesis)
     parent = g.parent(repo, commit)
-    stat = g.diff_stat(repo, parent, commit) if parent else ""
     bench = g.read_note(repo, C.NOTES_BENCH, commit)
     full = g.read_note(repo, C.NOTES_FULL, commit)
     verdict_raw = g.read_note(repo, C.NOTES_VERDICT, commit)
-    parts = [f"round {number} at {commit}", f"hypothesis: {hypothesis}", "", "diff --stat:", stat or "(none)"]
-    for title, raw in (("quick CSV (bench note)", bench), ("full CSV", full), ("verdict", verdict_raw)):
-        if raw is not None:
-            parts += ["", f"{title}:", raw.decode(errors="replace").rstrip("\n")]
-    conflicts = sync.conflicting_decisions(verdict.parse_stream(verdict_raw))
-    if conflicts:
-        parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
-        parts += [f"  {doc['decision']} written {doc.get('written', '?')}" for doc in conflicts]
-        parts.append(f"  settle it with `git campaign accept {number}` or `git campaign rollback {number}`")
-    data = {
-        "round": number,
-        "commit": commit,
-        "hypothesis": hypothesis,
-        "diff_stat": stat,
-        "bench_csv": bench.decode() if bench else None,
-        "full_csv": full.decode() if full else None,
-        "verdict": verdict_raw.decode() if verdict_raw else None,
-        "conflicting_decisions": [doc["decision"] for doc in conflicts],
-    }
-    return "\n".join(parts), data
+    return ShowResult(
+        number,
+        commit,
+        hypothesis,
+        g.diff_stat(repo, parent, commit) if parent else "",
+        bench.decode() if bench else None,
+        full.decode() if full else None,
+        verdict_raw.decode() if verdict_raw else None,
+        sync.conflicting_decisions(verdict.parse_stream(verdict_raw)),
+    )

@@ -2,82 +2,86 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import sync
 from gitcampaign.campaign import (
-    STATUS_ACCEPTED,
-    STATUS_EMPTY,
-    STATUS_OPEN,
-    STATUS_PENDING,
-    STATUS_REJECTED,
-    Campaign,
-    resolve,
+    opened,
 )
-from gitcampaign.commands.report import termination
-from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.vocabulary import Status
 
 
-def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> tuple[str, dict[str, Any]]:
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
+@dataclass
+class StatusResult:
+    campaign: str
+    head_branch: str | None
+    accepted_head: str
+    main_branch: str
+    op: str
+    backend: str
+    metric: str
+    baseline: bool
+    representative_shapes: list[str]
+    rounds: dict[str, int]  # how many rounds stand in each status, in `Status` order
+    speedup: float | None
+    max_iterations: int
+    termination: list[str]
+    next: str
+    remotes: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["main_branch"], data["backend"]  # shown in the text; the JSON has kept its keys
+        return data
+
+
+def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> StatusResult:
+    campaign = opened(repo_path, campaign_name)
+    repo = campaign.repo
     if fetch:  # refresh what each remote holds (only the tracking refs move)
         for remote in g.remotes(repo):
             sync.fetch(repo, campaign.name, remote, sync.tracking_label(remote))
     manifest = campaign.manifest()
     _, rows = lineage_rows(campaign)
     rounds = [row for row in rows if row.round >= 2]
-    counts = {
+    counts: dict[str, int] = {
         state: sum(1 for row in rounds if row.status == state)
-        for state in (STATUS_ACCEPTED, STATUS_REJECTED, STATUS_OPEN, STATUS_EMPTY, STATUS_PENDING)
+        for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
-    reached = termination(campaign, manifest, rows)
-    data: dict[str, Any] = {
-        "campaign": campaign.name,
-        "head_branch": g.current_branch(repo),
-        "accepted_head": campaign.accepted_head(),
-        "op": manifest.target_op,
-        "metric": manifest.primary_metric,
-        "baseline": manifest.csv_header is not None,
-        "representative_shapes": manifest.representative_shapes,
-        "rounds": counts,
-        "speedup": next(
-            (row.vs_baseline for row in reversed(rows) if row.status in ("baseline", STATUS_ACCEPTED)), None
+    return StatusResult(
+        campaign=campaign.name,
+        head_branch=g.current_branch(repo),
+        accepted_head=campaign.accepted_head(),
+        main_branch=campaign.main_branch,
+        op=manifest.target_op,
+        backend=manifest.target_backend,
+        metric=manifest.primary_metric,
+        baseline=manifest.csv_header is not None,
+        representative_shapes=manifest.representative_shapes,
+        rounds=counts,
+        speedup=next(
+            (row.vs_baseline for row in reversed(rows) if row.status in (Status.BASELINE, Status.ACCEPTED)),
+            None,
         ),
-        "max_iterations": manifest.max_iterations,
-        "termination": reached,
-        "next": _next_step(manifest.csv_header is not None, rounds),
-        "remotes": sync.remote_standing(repo, campaign.name),
-    }
-    lines = [
-        f"campaign {campaign.name}: {manifest.target_op} ({manifest.target_backend}), {manifest.primary_metric}"
-    ]
-    lines.append(
-        f"accepted head {data['accepted_head'][:12]} on {campaign.main_branch}; HEAD on {data['head_branch']}"
+        max_iterations=manifest.max_iterations,
+        termination=termination(manifest, rows),
+        next=_next_step(manifest.csv_header is not None, rounds),
+        remotes=sync.remote_standing(repo, campaign.name),
     )
-    lines.append(
-        "rounds: " + ", ".join(f"{n} {state}" for state, n in counts.items() if n)
-        if rounds
-        else "rounds: none yet"
-    )
-    if data["speedup"]:
-        lines.append(f"speedup over baseline: {data['speedup']:.3f}x")
-    lines.append("termination: " + (", ".join(reached) if reached else "none reached"))
-    lines += [sync.describe_standing(remote, states) for remote, states in data["remotes"].items()]
-    lines.append(f"next: {data['next']}")
-    return "\n".join(lines), data
 
 
 def _next_step(has_baseline: bool, rounds: list[LineageRow]) -> str:
     if not has_baseline:
         return "git campaign prepare && git campaign baseline"
     last = rounds[-1] if rounds else None
-    if last and last.status == STATUS_PENDING:
+    if last and last.status == Status.PENDING:
         return "git campaign validate  (finishes the interrupted decision)"
-    if last and last.status == STATUS_EMPTY:
+    if last and last.status == Status.EMPTY:
         return f"edit, `git commit`, then `git campaign validate` (round {last.round})"
-    if last and last.status == STATUS_OPEN:
+    if last and last.status == Status.OPEN:
         return f"git campaign validate  (round {last.round})"
     return 'git campaign round -m "HYPOTHESIS"'

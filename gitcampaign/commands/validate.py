@@ -21,15 +21,7 @@ from gitcampaign import constants as C
 from gitcampaign import envinfo, steps, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
-from gitcampaign.campaign import (
-    STATUS_ACCEPTED,
-    STATUS_OPEN,
-    STATUS_PENDING,
-    STATUS_REJECTED,
-    Campaign,
-    Round,
-    resolve,
-)
+from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
 from gitcampaign.decision import PairSample, decide, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.lint import lint_source
@@ -46,7 +38,9 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
+from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
+from gitcampaign.vocabulary import Decision, Phase, Status
 
 PROBE_PAIRS = 2
 OVERFIT_LIMIT = 0.03  # a candidate this much slower in the training probe did not transfer (REJECT)
@@ -84,40 +78,23 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def current_round(campaign: Campaign) -> Round:
+def round_to_validate(campaign: Campaign) -> Round:
     """The round to validate: the checked-out round branch, else the only unfinished one."""
     _, rounds = campaign.lineage()
-    branch = g.current_branch(campaign.repo) or ""
-    prefix = f"campaign/{campaign.name}/round-"
-    if branch.startswith(prefix) and branch[len(prefix) :].isdigit():
-        number = int(branch[len(prefix) :])
-        return next(r for r in rounds if r.number == number)
-    unfinished = [r for r in rounds if r.status in (STATUS_OPEN, STATUS_PENDING)]
+    checked_out = CampaignRef.from_ref(g.current_branch(campaign.repo) or "")
+    if (
+        checked_out is not None
+        and checked_out.kind == RefKind.ROUND
+        and checked_out.campaign == campaign.name
+    ):
+        return next(r for r in rounds if r.number == checked_out.round)
+    unfinished = [r for r in rounds if r.status in (Status.OPEN, Status.PENDING)]
     if not unfinished:
         raise CampaignError(
             f"campaign {campaign.name} has no round waiting for validation",
             'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
         )
     return unfinished[-1]
-
-
-def check_round_shape(campaign: Campaign, number: int, commit: str | None, incumbent: str) -> str:
-    """A round is exactly one commit on top of the accepted head it started from."""
-    branch = campaign.round_branch(number)
-    if commit is None or commit == incumbent:
-        raise CampaignError(f"{branch} has no commit yet", "make the one change, `git commit`, then validate")
-    parent = g.parent(campaign.repo, commit)
-    if parent != incumbent:
-        if g.is_ancestor(campaign.repo, incumbent, commit):
-            raise CampaignError(
-                f"{branch} holds {g.count_commits(campaign.repo, incumbent, commit)} commits: a round is one change",
-                f"squash them: git reset --soft {campaign.main_branch} && git commit",
-            )
-        raise CampaignError(
-            f"{branch} does not start from the accepted head {incumbent[:12]} (main moved since the round began)",
-            f"rebase it: git rebase {campaign.main_branch} {branch}",
-        )
-    return commit
 
 
 IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")
@@ -176,61 +153,6 @@ def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -
     return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
 
 
-def apply_decision(
-    campaign: Campaign, number: int, commit: str, incumbent: str, decision: str, why: str = ""
-) -> None:
-    """Move refs for a noted decision; idempotent, so an interrupted run is finished by the next one.
-
-    ACCEPT: drop a rejection pin (a manual accept of a rejected round), then fast-forward main, but
-    only from the incumbent the round was measured against: if main moved, the decision is stale
-    and this says so (never ACCEPT over an unmoved main). REJECT: pin the commit first (so it is
-    never lost), then reset the round branch, or, for the accepted head, add a commit restoring the
-    tree before it (the accepted line is never rewritten).
-    """
-    repo = campaign.repo
-    round_ref = f"refs/heads/{campaign.round_branch(number)}"
-    pin = C.rejected_ref(campaign.name, number)
-    with g.repo_lock(repo):
-        main = g.rev(repo, campaign.main_ref)
-        if decision in C.ACCEPTED:
-            if main not in (incumbent, commit):
-                raise stale_decision(campaign, number, incumbent, main)
-            if g.rev(repo, pin) == commit:
-                g.delete_ref(repo, pin, commit)
-                g.fault_point("apply:unpinned")
-            if g.rev(repo, round_ref) == incumbent:
-                g.update_ref(repo, round_ref, commit, incumbent, f"campaign: accept round {number}")
-            if main == incumbent:
-                g.move_branch(
-                    repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}"
-                )
-            g.checkout(repo, campaign.main_branch)
-            return
-        g.checkout(repo, campaign.main_branch)
-        if g.rev(repo, pin) is None:
-            g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
-        g.fault_point("apply:pinned")
-        # What a rejection restores is the commit's own parent, whatever a document claims.
-        parent = g.parent(repo, commit) or incumbent
-        if main == commit:
-            tree = repo.git.rev_parse(f"{parent}^{{tree}}")
-            message = f"campaign {campaign.name}: roll back round {number}\n\n{why or 'manual rollback'}\n"
-            revert = g.commit_tree(repo, tree, commit, message)
-            g.move_branch(repo, campaign.main_branch, revert, commit, f"campaign: roll back round {number}")
-        elif g.rev(repo, round_ref) == commit:
-            g.update_ref(repo, round_ref, parent, commit, f"campaign: reset rejected round {number}")
-
-
-def stale_decision(campaign: Campaign, number: int, incumbent: str, main: str | None) -> CampaignError:
-    branch = campaign.round_branch(number)
-    return CampaignError(
-        f"{campaign.main_branch} moved to {str(main)[:12]} while round {number} was measured against "
-        f"{incumbent[:12]}: the measurement no longer applies and nothing was moved",
-        f"rebase the round onto the new head (`git rebase {campaign.main_branch} {branch}`), then "
-        "`git campaign validate` measures it again",
-    )
-
-
 def validate(
     repo_path: Path,
     campaign_name: str | None,
@@ -243,22 +165,21 @@ def validate(
     progress: Progress | None = None,
 ) -> ValidateResult:
     progress = progress or Progress.silent()
-    repo = g.open_repo(repo_path)
-    campaign = Campaign(repo, resolve(repo, campaign_name))
-    with g.campaign_lock(repo, campaign.name):
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
         manifest = campaign.require_baseline()
         plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         incumbent = campaign.accepted_head()
-        current = current_round(campaign)
-        g.require_clean(repo, "validate")
-        if current.status == STATUS_PENDING and current.decision is not None:
+        current = round_to_validate(campaign)
+        g.require_clean(repo, "validate")  # after the checks that need no clean tree, for their errors
+        if current.status == Status.PENDING and current.decision is not None:
             return _resume(campaign, current)
-        if current.status in (STATUS_ACCEPTED, STATUS_REJECTED):
+        if current.status in (Status.ACCEPTED, Status.REJECTED):
             raise CampaignError(
                 f"round {current.number} is already {current.status}",
                 f'`git checkout {campaign.main_branch}` and open the next one: git campaign round -m "..."',
             )
-        commit = check_round_shape(
+        commit = check_one_commit(
             campaign, current.number, g.rev(repo, campaign.round_branch(current.number)), incumbent
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
@@ -277,7 +198,7 @@ def validate(
         document: dict[str, Any] = {
             "campaign": campaign.name,
             "round": current.number,
-            "phase": verdict.PHASE_VALIDATE,
+            "phase": Phase.VALIDATE,
             "hypothesis": hypothesis,
             "validation": "full" if full else "quick",
             "primary_metric": manifest.primary_metric,
@@ -295,7 +216,7 @@ def validate(
             [C.REASON_STATIC_CHECK] if gates["static"] else []
         )
         result = ValidateResult(
-            current.number, commit, C.DECISION_REJECT, reasons, math.nan, (math.nan, math.nan), {}
+            current.number, commit, Decision.REJECT, reasons, math.nan, (math.nan, math.nan), {}
         )
         bench_raw: bytes | None = None
         if not reasons:
@@ -325,7 +246,7 @@ def validate(
             environment=envinfo.fingerprint(),
             harness_sha256=dict(manifest.protected_paths),
             csv_schema_sha256=manifest.csv_header_sha256,
-            tree=repo.git.rev_parse(f"{commit}^{{tree}}"),
+            tree=g.tree_of(repo, commit),
             started=started,
             finished=verdict.now(),
         )

@@ -59,15 +59,16 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 OP = "__OP__"
 BACKEND = "__BACKEND__"
 
-# Byte for byte gitcampaign.constants.GEMM_HEADER / QUANT_HEADER (a test keeps them equal).
+# The CSV schema, byte for byte; gitcampaign reads these (and the SNR thresholds, the Shape record
+# and the distributions) from this file, so the contract is written once.
 GEMM_HEADER = (
     "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,"
     "Backward TFLOPS_stddev,Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
@@ -134,6 +135,15 @@ class Shape:
     dist: str | None = None
     min_snr_db: float | None = None
 
+    def work(self) -> int:
+        """A size proxy for ordering shapes: multiply-adds for GEMMs, elements for element-wise ops."""
+        return self.M * self.K * (self.N or 1)
+
+    def to_dict(self) -> dict[str, object]:
+        """The shape-file mapping, keys in CSV column order."""
+        fields = asdict(self)
+        return {key: fields[key] for key in SHAPE_FIELDS if fields[key] is not None}
+
 
 @dataclass
 class GemmRow:
@@ -182,7 +192,28 @@ def csv_line(row: GemmRow | QuantRow) -> str:
 
 
 def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[Shape]:
-    """Validate the YAML shape list; every error names the entry and the field."""
+    """Validate the YAML shape list for this op; every error names the entry and the field."""
+    required = ("label", "M", "K") if quant else ("label", "M", "N", "K") + (("B", "dist") if grouped else ())
+    shapes = shape_records(data, source, required, minimum=0, needed_by=f", which {OP} needs")
+    for index, shape in enumerate(shapes):
+        where = f"{source}: shape #{index + 1}"
+        if grouped and (shape.B or 0) < 1:
+            raise UsageError(f"{where}: B (the number of groups) must be at least 1")
+        if shape.min_snr_db is not None:
+            if quant:
+                raise UsageError(f"{where}: min_snr_db does not apply to {OP}, which is checked bit for bit")
+            if shape.min_snr_db < min(SNR_THRESHOLDS_DB.values()):
+                raise UsageError(f"{where}: min_snr_db may only tighten the default thresholds")
+    return shapes
+
+
+def shape_records(
+    data: object, source: str, required: tuple[str, ...], minimum: int, needed_by: str = ""
+) -> list[Shape]:
+    """The shape list as records, checked as every reader of a shape file checks it (this harness
+    with its op's `required` fields, and gitcampaign for any op): a list of mappings of known
+    fields, integer sizes of at least `minimum`, a known `dist`, a label a CSV cell can carry, a
+    numeric min_snr_db, and no label twice. UsageError names the entry and the field."""
     if not isinstance(data, list) or not data:
         raise UsageError(f"{source}: expected a non-empty YAML list of shapes")
     shapes: list[Shape] = []
@@ -193,35 +224,26 @@ def parse_shapes(data: object, source: str, grouped: bool, quant: bool) -> list[
         unknown = sorted(set(entry) - set(SHAPE_FIELDS))
         if unknown:
             raise UsageError(f"{where} has unknown fields {unknown}; allowed: {', '.join(SHAPE_FIELDS)}")
-        required = (
-            ("label", "M", "K") if quant else ("label", "M", "N", "K") + (("B", "dist") if grouped else ())
-        )
         for name in required:
             if entry.get(name) is None:
-                raise UsageError(f"{where} has no {name!r}, which {OP} needs")
+                raise UsageError(f"{where} has no {name!r}{needed_by}")
         for name in ("M", "N", "K", "B"):
             value = entry.get(name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise UsageError(f"{where}: {name} = {value!r} is not a non-negative integer")
-        if grouped and entry["B"] < 1:
-            raise UsageError(f"{where}: B (the number of groups) must be at least 1")
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < minimum
+            ):
+                kind = "positive" if minimum == 1 else "non-negative" if minimum == 0 else f">= {minimum}"
+                raise UsageError(f"{where}: {name} = {value!r} is not a {kind} integer")
         if entry.get("dist") is not None and entry["dist"] not in DISTRIBUTIONS:
             raise UsageError(f"{where}: dist {entry['dist']!r} is not one of {', '.join(DISTRIBUTIONS)}")
         label = str(entry["label"])
         if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
             raise UsageError(f"{where}: label {label!r} has characters a CSV cell cannot carry")
         min_snr = entry.get("min_snr_db")
-        if min_snr is not None:
-            if quant:
-                raise UsageError(f"{where}: min_snr_db does not apply to {OP}, which is checked bit for bit")
-            if (
-                not isinstance(min_snr, (int, float))
-                or isinstance(min_snr, bool)
-                or not math.isfinite(min_snr)
-            ):
-                raise UsageError(f"{where}: min_snr_db = {min_snr!r} is not a number")
-            if min_snr < min(SNR_THRESHOLDS_DB.values()):
-                raise UsageError(f"{where}: min_snr_db may only tighten the default thresholds")
+        if min_snr is not None and (
+            not isinstance(min_snr, (int, float)) or isinstance(min_snr, bool) or not math.isfinite(min_snr)
+        ):
+            raise UsageError(f"{where}: min_snr_db = {min_snr!r} is not a number")
         shapes.append(
             Shape(label, entry["M"], entry["K"], entry.get("N"), entry.get("B"), entry.get("dist"), min_snr)
         )
@@ -407,6 +429,26 @@ class QuantInputs:
         return [self.x]
 
 
+class Op(Protocol):
+    """What the harness asks of an op: inputs drawn from a shape, the candidate as a zero-argument
+    provider, and the reference outputs computed by the harness itself, in one signature for every
+    op (`grad_out` is the upstream gradient of ops with a backward, None for the others)."""
+
+    name: str
+    module: str
+    env_var: str
+    cuda_only_backends: tuple[str, ...]
+    peak_key: str
+    grouped: bool
+    sampler: CallSampler
+
+    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> Any: ...
+
+    def provider(self, kernels: ModuleType, inputs: Any) -> Provider: ...
+
+    def reference(self, inputs: Any, grad_out: Any = None) -> tuple[Any, ...]: ...
+
+
 @dataclass
 class GemmOp:
     """`out = a @ b.T` and its backward (dA = g @ b, dB = gᵀ @ a), dense or grouped, bf16 or fp8."""
@@ -453,8 +495,8 @@ class GemmOp:
         """The candidate as a zero-argument callable, so that nothing but the op is ever timed."""
         return Provider(functools.partial(self.call, kernels, inputs), inputs, self.sampler)
 
-    def reference(self, inputs: GemmInputs, grad_out: Any) -> tuple[Any, Any, Any]:
-        """out, dA, dB in float64 from the same (unquantised) inputs."""
+    def reference(self, inputs: GemmInputs, grad_out: Any = None) -> tuple[Any, Any, Any]:
+        """out, dA, dB in float64 from the same (unquantised) inputs and `grad_out`."""
         import torch
 
         a, b, g = inputs.a.detach().double(), inputs.b.detach().double(), grad_out.double()
@@ -514,10 +556,10 @@ class QuantOp:
         call = functools.partial(kernels.quantize_fp8, inputs.x, granularity=self.granularity)
         return Provider(call, inputs, self.sampler)
 
-    def reference(self, kernels: ModuleType, inputs: QuantInputs) -> tuple[Any, Any]:
+    def reference(self, inputs: QuantInputs, grad_out: Any = None) -> tuple[Any, Any]:
         """The harness's own copy of the quantisation rule, not the kernel module's: a round may
-        edit kernels/quant.py freely, but not the reference it is judged against."""
-        del kernels
+        edit kernels/quant.py freely, but not the reference it is judged against (no backward:
+        `grad_out` is unused)."""
         return quantize_reference(inputs.x, self.granularity)
 
     def bytes_moved(self, shape: Shape, element_size: int, scale_count: int) -> float:
@@ -571,6 +613,7 @@ def _fp8_op(granularity: str) -> GemmOp:
     )
 
 
+_OPS_FOLLOW_THE_PROTOCOL: tuple[type[Op], ...] = (GemmOp, QuantOp)  # checked by mypy, costs nothing
 OPS: dict[str, GemmOp | QuantOp] = {
     "gemm": GemmOp("gemm", "kernels.gemm", "KERNELS_GEMM_BACKEND", lambda k, i: k.gemm(i.a, i.b)),
     **{f"gemm_fp8_{g}": _fp8_op(g) for g in ("tensorwise", "rowwise", "blockwise")},
@@ -656,7 +699,7 @@ def poisoned_outputs(sizes_bytes: list[int], device: Any) -> Iterator[None]:
 
 
 @dataclass
-class Verdict:
+class Failures:
     """What the checks found for one shape; `reasons` empty means PASS."""
 
     reasons: list[str] = field(default_factory=list)
@@ -668,7 +711,7 @@ def checked_call(
     inputs: list[Any],
     out_bytes: list[int],
     device: Any,
-    verdict: Verdict,
+    failures: Failures,
 ) -> Any:
     """Run `call` twice on the same inputs with poisoned outputs; flag mutation and nondeterminism."""
     before = [tensor.detach().clone() for tensor in inputs]
@@ -678,16 +721,16 @@ def checked_call(
             results.append(call())
         synchronize(device)
     if not all(bits_equal(snapshot, tensor) for snapshot, tensor in zip(before, inputs, strict=True)):
-        verdict.reasons.append(f"{label}: the op modified its inputs")
+        failures.reasons.append(f"{label}: the op modified its inputs")
     first, second = results
-    verdict.reasons += plain_tensor_reasons(label, first) + plain_tensor_reasons(label, second)
+    failures.reasons += plain_tensor_reasons(label, first) + plain_tensor_reasons(label, second)
     pairs = list(zip(first, second, strict=True)) if isinstance(first, tuple) else [(first, second)]
     if not all(bits_equal(x, y) for x, y in pairs):
-        verdict.reasons.append(
+        failures.reasons.append(
             f"{label}: two runs on the same inputs differ (nondeterministic or uninitialised)"
         )
     if answers_from_identity(call, inputs, first, out_bytes, device):
-        verdict.reasons.append(
+        failures.reasons.append(
             f"{label}: new values in the same input tensors got the old result "
             "(a cache keyed on id(), data_ptr() or _version of an input)"
         )
@@ -770,7 +813,7 @@ def timed_call_reasons(run: Run, shape: Shape) -> list[str]:
             if not snr >= threshold:  # NaN fails
                 reasons.append(f"{label}: out_snr = {snr:.4g} dB on its own inputs (below {threshold:g})")
         else:
-            reference = op.reference(run.kernels, provider.inputs)
+            reference = op.reference(provider.inputs)
             if run.device.type == "cuda":
                 if mismatch_fraction(provider.result, reference) != 0.0:
                     reasons.append(
@@ -1263,36 +1306,68 @@ class Run:
 
 
 def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
+    """One GEMM-class shape: warm up, time forward (and backward), then check the timed calls and
+    fresh calls against the reference; the row and why it failed (nothing when it passed)."""
     import torch
 
     op = run.op
     assert isinstance(op, GemmOp) and shape.N is not None
-    generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+    draws = GemmDraws(run, op, shape, torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index))
     row = GemmRow(shape.label, shape.B or 1, shape.M, shape.N, shape.K, ERROR)
     op.sampler.take()
+    warm_up_gemm(run, draws)
+    timings = time_gemm(run, shape, draws, row)
+    failures = Failures()
+    failures.reasons += timed_call_reasons(run, shape)
+    check_gemm_accuracy(run, shape, draws, row, failures)
+    check_gemm_plausibility(run, timings, failures)
+    timer_reasons(run, failures)
+    row.check = FAIL if failures.reasons else PASS
+    return row, failures.reasons
 
-    def fresh_inputs() -> GemmInputs:
-        return op.inputs(shape, generator, run.device, run.dtype)
 
-    def fresh_grad_out() -> Any:
-        return op.grad_out(shape, generator, run.device, run.dtype)
+@dataclass
+class GemmDraws:
+    """Fresh inputs and upstream gradients for one shape, all from the shape's own generator."""
 
-    def backward_call(inputs: GemmInputs, grad_out: Any) -> Callable[[], Any]:
-        out = op.provider(run.kernels, inputs)()
+    run: Run
+    op: GemmOp
+    shape: Shape
+    generator: Any
+
+    def inputs(self) -> GemmInputs:
+        return self.op.inputs(self.shape, self.generator, self.run.device, self.run.dtype)
+
+    def grad_out(self) -> Any:
+        return self.op.grad_out(self.shape, self.generator, self.run.device, self.run.dtype)
+
+    def backward_call(self, inputs: GemmInputs, grad_out: Any) -> Callable[[], Any]:
+        """The backward of one forward, as a zero-argument callable (the forward is not timed)."""
+        import torch
+
+        out = self.op.provider(self.run.kernels, inputs)()
         return lambda: torch.autograd.grad(out, (inputs.a, inputs.b), grad_out)
 
-    # Warm-up: compilation and autotuning, never timed.
-    warm = fresh_inputs()
-    warm_out = op.provider(run.kernels, warm)()
+
+def warm_up_gemm(run: Run, draws: GemmDraws) -> None:
+    """Compilation and autotuning, never timed."""
+    import torch
+
+    warm = draws.inputs()
+    warm_out = draws.op.provider(run.kernels, warm)()
     if not run.forward_only:
-        torch.autograd.grad(warm_out, (warm.a, warm.b), fresh_grad_out())
+        torch.autograd.grad(warm_out, (warm.a, warm.b), draws.grad_out())
     synchronize(run.device)
     del warm, warm_out
 
+
+def time_gemm(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow) -> dict[str, Timing]:
+    """Forward (and backward) throughput on fresh inputs for every call; fills the row's figures."""
+    op = draws.op
     forward_flops, backward_flops = op.flops(shape)
     forward = measure(
         run.clock,
-        lambda: op.provider(run.kernels, fresh_inputs()),
+        lambda: op.provider(run.kernels, draws.inputs()),
         run.repeats,
         run.iters,
         forward_flops,
@@ -1305,7 +1380,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
     if not run.forward_only:
         backward = measure(
             run.clock,
-            lambda: backward_call(fresh_inputs(), fresh_grad_out()),
+            lambda: draws.backward_call(draws.inputs(), draws.grad_out()),
             run.repeats,
             run.iters,
             backward_flops,
@@ -1315,14 +1390,20 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
         row.backward_tflops, row.backward_tflops_stddev = backward.metric, backward.stddev
         row.backward_ms = backward.median_ms
         timings["backward"] = backward
-    verdict = Verdict()
-    verdict.reasons += timed_call_reasons(run, shape)
+    return timings
 
-    # Correctness on fresh inputs, after timing (see the module docstring).
-    inputs, grad_out = fresh_inputs(), fresh_grad_out()
+
+def check_gemm_accuracy(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow, failures: Failures) -> None:
+    """Correctness on fresh inputs, after timing (see the module docstring): SNR of out (and dA,
+    dB) against the float64 reference, each at least its threshold."""
+    import torch
+
+    op = draws.op
+    assert shape.N is not None
+    inputs, grad_out = draws.inputs(), draws.grad_out()
     out_size = shape.M * shape.N * (torch.bfloat16 if op.granularity else run.dtype).itemsize
     out = checked_call(
-        "forward", op.provider(run.kernels, inputs), inputs.tensors(), [out_size], run.device, verdict
+        "forward", op.provider(run.kernels, inputs), inputs.tensors(), [out_size], run.device, failures
     )
     out_ref, da_ref, db_ref = op.reference(inputs, grad_out)
     row.out_snr = snr_db(out_ref, out)
@@ -1334,7 +1415,7 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
             [*inputs.tensors(), grad_out],
             [t.numel() * t.element_size() for t in (inputs.a, inputs.b)],
             run.device,
-            verdict,
+            failures,
         )
         row.da_snr, row.db_snr = snr_db(da_ref, grads[0]), snr_db(db_ref, grads[1])
     thresholds = op.thresholds(run.kernels, run.dtype, shape)
@@ -1342,20 +1423,21 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
     for metric in checked:
         value = getattr(row, metric)
         if not value >= thresholds[metric]:  # written so that NaN fails
-            verdict.reasons.append(
+            failures.reasons.append(
                 f"{metric} = {value:.4g} dB is below the {thresholds[metric]:g} dB threshold"
             )
+
+
+def check_gemm_plausibility(run: Run, timings: dict[str, Timing], failures: Failures) -> None:
+    """No repeat may beat the GPU's datasheet peak (when it is known)."""
     if run.peaks is not None:
-        peak = run.peaks[op.peak_key]
+        peak = run.peaks[run.op.peak_key]
         for phase, timing in timings.items():
             fastest = max(timing.per_repeat_metric)
             if fastest > peak:
-                verdict.reasons.append(
+                failures.reasons.append(
                     f"implausible: {phase} {fastest:.4g} TFLOP/s exceeds the {run.gpu_name} peak of {peak:g}"
                 )
-    timer_reasons(run, verdict)
-    row.check = FAIL if verdict.reasons else PASS
-    return row, verdict.reasons
 
 
 def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[str]]:
@@ -1391,32 +1473,32 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
         forward.stddev,
         forward.median_ms,
     )
-    verdict = Verdict()
-    verdict.reasons += timed_call_reasons(run, shape)
+    failures = Failures()
+    failures.reasons += timed_call_reasons(run, shape)
 
     inputs = fresh_inputs()
     out_bytes = [shape.M * shape.K, scale_count * 4]
     codes, scales = checked_call(
-        "forward", op.provider(run.kernels, inputs), inputs.tensors(), out_bytes, run.device, verdict
+        "forward", op.provider(run.kernels, inputs), inputs.tensors(), out_bytes, run.device, failures
     )
-    codes_ref, scales_ref = op.reference(run.kernels, inputs)
+    codes_ref, scales_ref = op.reference(inputs)
     row.mismatch_frac = mismatch_fraction((codes, scales), (codes_ref, scales_ref))
     if run.device.type == "cuda":
         if row.mismatch_frac != 0.0:  # NaN fails too
-            verdict.reasons.append(
+            failures.reasons.append(
                 f"mismatch_frac = {row.mismatch_frac:.4g}: output differs bit for bit from the reference"
             )
     else:
-        verdict.reasons.extend(interpreter_quant_reasons((codes, scales), (codes_ref, scales_ref)))
+        failures.reasons.extend(interpreter_quant_reasons((codes, scales), (codes_ref, scales_ref)))
     if run.peaks is not None:
         fastest = max(forward.per_repeat_metric)
         if fastest > run.peaks["hbm"]:
-            verdict.reasons.append(
+            failures.reasons.append(
                 f"implausible: {fastest:.4g} GB/s exceeds the {run.gpu_name} HBM peak of {run.peaks['hbm']:g}"
             )
-    timer_reasons(run, verdict)
-    row.check = FAIL if verdict.reasons else PASS
-    return row, verdict.reasons
+    timer_reasons(run, failures)
+    row.check = FAIL if failures.reasons else PASS
+    return row, failures.reasons
 
 
 def mismatch_fraction(candidate: tuple[Any, Any], reference: tuple[Any, Any]) -> float:
@@ -1469,13 +1551,13 @@ def interpreter_quant_reasons(candidate: tuple[Any, Any], reference: tuple[Any, 
     return []
 
 
-def timer_reasons(run: Run, verdict: Verdict) -> None:
+def timer_reasons(run: Run, failures: Failures) -> None:
     replaced = run.clock.replaced()
     if replaced:
-        verdict.reasons.append(f"timer replaced: {', '.join(replaced)}")
+        failures.reasons.append(f"timer replaced: {', '.join(replaced)}")
     broken = run.seal.broken() if run.seal is not None else []
     if broken:
-        verdict.reasons.append(f"harness or torch rebound: {', '.join(broken[:8])}")
+        failures.reasons.append(f"harness or torch rebound: {', '.join(broken[:8])}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1550,20 +1632,36 @@ def load_kernels(op: GemmOp | QuantOp, cuda: bool) -> ModuleType:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Read the arguments and shapes, set up the device and clock, run every shape, write the CSV."""
     try:
-        op = check_placeholders()
-        args = parse_args(argv)
-        try:
-            import yaml
-
-            data = yaml.safe_load(args.shapes_file.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise UsageError(f"cannot read the shape file {args.shapes_file}: {exc}") from exc
-        shapes = parse_shapes(data, str(args.shapes_file), op.grouped, op.quant)
+        op, args, shapes = read_request(argv)
     except UsageError as exc:
         print(f"quick_test_bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    run = start_run(op, args)
+    if run is None:
+        return EXIT_NO_GPU
+    lines, all_pass = run_shapes(run, shapes)
+    write_results(args, run, lines)
+    return EXIT_OK if all_pass else EXIT_FAILED
 
+
+def read_request(argv: list[str] | None) -> tuple[GemmOp | QuantOp, argparse.Namespace, list[Shape]]:
+    """The op this copy was prepared for, the arguments and the shape file; UsageError when bad."""
+    op = check_placeholders()
+    args = parse_args(argv)
+    try:
+        import yaml
+
+        data = yaml.safe_load(args.shapes_file.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read the shape file {args.shapes_file}: {exc}") from exc
+    return op, args, parse_shapes(data, str(args.shapes_file), op.grouped, op.quant)
+
+
+def start_run(op: GemmOp | QuantOp, args: argparse.Namespace) -> Run | None:
+    """Device, clock and seal (both before the kernels are imported), the kernels and the GPU's
+    peaks; None when the backend needs a GPU and there is none."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -1572,7 +1670,7 @@ def main(argv: list[str] | None = None) -> int:
             f"quick_test_bench: {OP} with the {BACKEND} backend needs a CUDA GPU, and none is visible",
             file=sys.stderr,
         )
-        return EXIT_NO_GPU
+        return None
     if not cuda:
         print(
             "quick_test_bench: no CUDA GPU: Triton interpreter (TRITON_INTERPRET=1), fp16 instead of bf16 "
@@ -1604,7 +1702,7 @@ def main(argv: list[str] | None = None) -> int:
             "for bit; Check on a GPU demands mismatch_frac = 0",
             file=sys.stderr,
         )
-    run = Run(
+    return Run(
         op,
         kernels,
         device,
@@ -1616,8 +1714,15 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         peaks,
         gpu_name,
+        seal,
     )
-    run.seal = seal
+
+
+def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
+    """Every shape in order, each row printed as it is done: the CSV lines and whether all passed.
+    A shape that raises is an ERROR row; a timer or routing replaced at import fails every row."""
+    op, clock, seal = run.op, run.clock, run.seal
+    assert seal is not None
     startup = clock.replaced() + seal.broken()
     run_shape: Callable[[Run, Shape, int], tuple[GemmRow | QuantRow, list[str]]] = (
         run_quant_shape if op.quant else run_gemm_shape
@@ -1650,6 +1755,12 @@ def main(argv: list[str] | None = None) -> int:
         all_pass &= row.check == PASS
         lines.append(csv_line(row))
         print(csv_line(row), end="", flush=True)
+    return lines, all_pass
+
+
+def write_results(args: argparse.Namespace, run: Run, lines: list[str]) -> None:
+    """The CSV, and beside it the clock log of every timed window."""
+    clock, gpu_name = run.clock, run.gpu_name
     args.summary_csv.parent.mkdir(parents=True, exist_ok=True)
     args.summary_csv.write_text("".join(lines))
     if clock.windows:
@@ -1657,7 +1768,6 @@ def main(argv: list[str] | None = None) -> int:
         clock_log = [window.summary() for window in clock.windows]
         clock_path = args.summary_csv.with_suffix(CLOCK_LOG_SUFFIX)
         clock_path.write_text(json.dumps({"gpu": gpu_name, "windows": clock_log}, indent=1) + "\n")
-    return EXIT_OK if all_pass else EXIT_FAILED
 
 
 if __name__ == "__main__":

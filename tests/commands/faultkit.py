@@ -165,7 +165,7 @@ def next_command(root: Path) -> list[str]:
     """What `git campaign status` says to run next, as arguments (the hint the user would follow)."""
     from gitcampaign.commands.status import status
 
-    _, data = status(root, None)
+    data = status(root, None).to_json()
     hint = str(data["next"])
     if hint.startswith("git campaign validate"):
         return ["validate"]

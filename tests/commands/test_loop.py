@@ -22,6 +22,7 @@ from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.lineage import log_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project, set_kernel  # noqa: E402
@@ -201,13 +202,14 @@ def test_log_show_status_json_and_report(project: Path) -> None:
     validate(project, None)
     commit_round(project, "slower", 90)
     validate(project, None)
-    text, data = log(project, None)
+    lineage = log(project, None)
+    text, data = log_table(lineage.rows, lineage.metric), lineage.to_json()
     assert [r["status"] for r in data["rounds"]] == ["baseline", "accepted", "rejected"]
     assert data["rounds"][1]["vs_baseline"] == pytest.approx(1.10, rel=1e-4)
     assert "faster" in text and "slower" in text
-    _, shown = show(project, None, 3)
+    shown = show(project, None, 3).to_json()
     assert shown["bench_csv"].startswith(C.GEMM_HEADER) and "kernel.py" in shown["diff_stat"]
-    _, state = status(project, None)
+    state = status(project, None).to_json()
     assert state["rounds"]["accepted"] == 1 and state["rounds"]["rejected"] == 1
     with pytest.raises(CampaignError, match="termination"):
         report(project, None)

@@ -119,7 +119,7 @@ def test_killed_after_notes_resumes(project: Path, monkeypatch: pytest.MonkeyPat
         validate(project, None)
     monkeypatch.undo()
     assert git(project, "rev-parse", C.main_branch(NAME)).strip() == incumbent  # refs not moved yet
-    _, state = status(project, None)
+    state = status(project, None).to_json()
     assert state["rounds"][STATUS_PENDING] == 1 and "finishes the interrupted decision" in state["next"]
     result = validate(project, None)
     assert result.resumed and result.decision == C.DECISION_ACCEPT

@@ -11,6 +11,7 @@ import pytest
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import sync, verdict
+from gitcampaign.cli import show_text, status_text
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.bundle import default_path, export, import_bundle
 from gitcampaign.commands.init import init
@@ -59,16 +60,17 @@ def test_pull_brings_the_campaign_byte_for_byte(team: tuple[Path, Path, Path]) -
     assert refs(bob) == refs(alice) == refs(origin)
     assert notes(bob) == notes(alice)
     assert "Notes (campaign/verdict)" in git(bob, "log", "-1", C.main_branch(NAME))  # notes config set
-    text, data = status(bob, NAME)
+    state = status(bob, NAME)
+    text, data = status_text(state), state.to_json()
     assert data["remotes"] == {"origin": {"ahead": [], "behind": [], "diverged": []}}
     assert "origin: in sync" in text
     commit_round(alice, "bigger tiles", 120)
     push(alice, None)
-    assert status(bob, NAME)[1]["remotes"]["origin"]["behind"] == []  # no network unless asked
-    behind = status(bob, NAME, fetch=True)[1]["remotes"]["origin"]["behind"]
+    assert status(bob, NAME).to_json()["remotes"]["origin"]["behind"] == []  # no network unless asked
+    behind = status(bob, NAME, fetch=True).to_json()["remotes"]["origin"]["behind"]
     assert behind == [f"refs/heads/{C.round_branch(NAME, 2)}"]
     commit_round(bob, "other", 90)  # Bob (not pulled) opens his own round 2 at another commit
-    assert "diverged on 1 ref(s)" in status(bob, NAME)[0]
+    assert "diverged on 1 ref(s)" in status_text(status(bob, NAME))
 
 
 @pytest.mark.parametrize("first", ["alice", "bob"])
@@ -91,7 +93,7 @@ def test_two_people_validate_different_rounds_and_push_in_either_order(
         push(other, None)
     assert "nothing was pushed" in refused.value.message
     assert refs(origin) == before
-    assert "diverged" in status(other, NAME)[0]
+    assert "diverged" in status_text(status(other, NAME))
     merged = pull(other, None)
     assert not merged.merges  # different commits: the notes merge has nothing to decide
     push(other, None)
@@ -143,7 +145,8 @@ def test_conflicting_verdicts_are_both_kept_and_shown(team: tuple[Path, Path, Pa
     assert old_notes is not None and g.notes_at(repo, old_notes)[commit] == g.write_blob(repo, b"bob\n")
     decisions = [doc["decision"] for doc in verdict.read(repo, commit)]
     assert sorted(decisions) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
-    text, data = show(bob, NAME, 2)
+    shown = show(bob, NAME, 2)
+    text, data = show_text(shown), shown.to_json()
     assert sorted(data["conflicting_decisions"]) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
     assert "conflicting verdicts" in text
     push(bob, None)
@@ -248,7 +251,7 @@ def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tup
     assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
     standing = verdict.standing(verdict.read(repo, mine))
     assert standing is not None and standing["reasons"] == [C.REASON_SUPERSEDED]
-    _, data = status(bob, NAME)
+    data = status(bob, NAME).to_json()
     assert data["rounds"]["accepted"] == 1 and data["rounds"]["rejected"] == 1
 
     open_round(bob, None, "wider tiles, again")  # the re-run on top of Alice's line (the same

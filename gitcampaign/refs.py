@@ -1,0 +1,99 @@
+"""Every ref a campaign owns, built and parsed in one place (the model is DVC's `ExpRefInfo`).
+
+    refs/heads/campaign/NAME/main                the accepted line
+    refs/heads/campaign/NAME/round-N             round N's branch
+    refs/campaign/NAME/rejected/round-N          the pin that keeps a rejected round's commit
+
+`str(ref)` is the full ref name, `ref.branch` the short name of a branch, and
+`CampaignRef.from_ref` reads either form back (None for anything else).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gitcampaign.vocabulary import StrEnum
+
+HEADS = "refs/heads/"
+NAMESPACE = "campaign"
+
+_ROUND = re.compile(r"round-(\d+)")
+
+
+class RefKind(StrEnum):
+    MAIN = "main"
+    ROUND = "round"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class CampaignRef:
+    campaign: str
+    kind: RefKind
+    round: int | None = None
+
+    @classmethod
+    def main(cls, campaign: str) -> CampaignRef:
+        return cls(campaign, RefKind.MAIN)
+
+    @classmethod
+    def round_branch(cls, campaign: str, number: int) -> CampaignRef:
+        return cls(campaign, RefKind.ROUND, number)
+
+    @classmethod
+    def rejected(cls, campaign: str, number: int) -> CampaignRef:
+        return cls(campaign, RefKind.REJECTED, number)
+
+    def __str__(self) -> str:
+        if self.kind == RefKind.REJECTED:
+            return f"{self.rejected_prefix(self.campaign)}round-{self.round}"
+        return HEADS + self.branch
+
+    @property
+    def branch(self) -> str:
+        """The short branch name (`campaign/NAME/main`); a rejection pin is no branch."""
+        if self.kind == RefKind.MAIN:
+            return f"{NAMESPACE}/{self.campaign}/main"
+        if self.kind == RefKind.ROUND:
+            return f"{NAMESPACE}/{self.campaign}/round-{self.round}"
+        raise ValueError(f"{self} is not a branch")
+
+    @classmethod
+    def from_ref(cls, ref: str) -> CampaignRef | None:
+        """The campaign ref `ref` names, as a full ref or a short branch name; None for any other."""
+        parts = (ref[len(HEADS) :] if ref.startswith(HEADS) else ref).split("/")
+        if len(parts) == 3 and parts[0] == NAMESPACE and parts[1]:
+            if parts[2] == "main":
+                return cls.main(parts[1])
+            number = _round_number(parts[2])
+            return None if number is None else cls.round_branch(parts[1], number)
+        if (
+            ref.startswith("refs/")
+            and len(parts) == 5
+            and parts[1:2] == [NAMESPACE]
+            and parts[3] == "rejected"
+        ):
+            number = _round_number(parts[4])
+            return None if number is None or not parts[2] else cls.rejected(parts[2], number)
+        return None
+
+    @staticmethod
+    def owner(ref: str) -> str | None:
+        """The campaign whose branch namespace holds `ref` (full or short), whatever the branch."""
+        parts = (ref[len(HEADS) :] if ref.startswith(HEADS) else ref).split("/")
+        return parts[1] if len(parts) >= 3 and parts[0] == NAMESPACE and parts[1] else None
+
+    @staticmethod
+    def branches_prefix(campaign: str | None = None) -> str:
+        """The full-ref prefix of every campaign branch, or of one campaign's branches."""
+        return f"{HEADS}{NAMESPACE}/" + (f"{campaign}/" if campaign else "")
+
+    @staticmethod
+    def rejected_prefix(campaign: str) -> str:
+        return f"refs/{NAMESPACE}/{campaign}/rejected/"
+
+
+def _round_number(name: str) -> int | None:
+    match = _ROUND.fullmatch(name)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,50 @@
+"""The words a campaign records: decisions and phases (in verdict notes), round statuses (in
+`status`, `log` and the report). String enums, so a member is the very string written before they
+existed: notes, YAML and JSON stay byte for byte what they were."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10
+
+    class StrEnum(str, Enum):
+        __str__ = str.__str__
+        __format__ = str.__format__
+
+
+class Decision(StrEnum):
+    BASELINE = "BASELINE"
+    ACCEPT = "ACCEPT"
+    ACCEPT_WITH_NOTE = "ACCEPT_WITH_NOTE"
+    REJECT = "REJECT"
+
+    @property
+    def accepted(self) -> bool:
+        return self in ACCEPTED
+
+
+ACCEPTED = (Decision.ACCEPT, Decision.ACCEPT_WITH_NOTE)
+
+
+class Phase(StrEnum):
+    """Which command wrote a verdict document."""
+
+    BASELINE = "BASELINE"
+    VALIDATE = "VALIDATE"
+    OVERRIDE = "OVERRIDE"
+    REPORT = "REPORT"
+
+
+class Status(StrEnum):
+    """Where a round stands, as the refs and the notes that git's records back say."""
+
+    BASELINE = "baseline"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    OPEN = "open"  # a round branch with its commit, not validated yet
+    EMPTY = "empty"  # a round branch without its commit yet
+    PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)

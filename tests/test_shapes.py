@@ -1,0 +1,34 @@
+"""Shape files and presets: what a campaign measures, with errors that say which shape is wrong."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gitcampaign.errors import CampaignError
+from gitcampaign.shapes import Shape, dump_shapes, preset, preset_names, shapes_from_data
+
+
+def test_a_shape_file_round_trips() -> None:
+    shapes = [Shape("a", M=64, K=32, N=16), Shape("b", M=8, K=8, N=8, B=2, dist="uniform", min_snr_db=45.0)]
+    assert shapes_from_data(yaml.safe_load(dump_shapes(shapes)), "file") == shapes
+    assert list(shapes[1].to_dict()) == ["label", "B", "M", "N", "K", "dist", "min_snr_db"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "non-empty"),
+        ([{"label": "a", "M": 1}], "has no 'K'"),
+        ([{"label": "a", "M": 1, "K": 1}, {"label": "a", "M": 2, "K": 2}], "duplicate labels"),
+    ],
+)
+def test_bad_shape_files_say_what_is_wrong(data: object, message: str) -> None:
+    with pytest.raises(CampaignError, match=message):
+        shapes_from_data(data, "file")
+
+
+def test_every_preset_builds_distinct_labels() -> None:
+    for name in preset_names():
+        shapes = preset(name)
+        assert shapes and len({s.label for s in shapes}) == len(shapes), name

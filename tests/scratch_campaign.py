@@ -3,34 +3,22 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from fake_project import git, make_project, set_kernel
+from commands.test_loop import NAME, commit_round, options
+from fake_project import git, make_project
 
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 
-NAME = "demo"
+__all__ = ["NAME", "commit_round", "init_options", "with_baseline", "with_rounds"]
 
 
 def init_options(**overrides: object) -> InitOptions:
-    base = dict(
-        name=NAME,
-        op="fake_gemm",
-        metric="step",
-        shapes="shapes.yaml",
-        quick_command=f"{sys.executable} bench.py",
-        test_command=f"{sys.executable} test_kernel.py",
-        probe_command="",
-        kernel_source="kernel.py",
-        pairs=2,
-        max_iterations=5,
-    )
-    base.update(overrides)
-    return InitOptions(**base)  # type: ignore[arg-type]
+    """The loop tests' campaign, with room for more rounds."""
+    return options(**{"max_iterations": 5, **overrides})
 
 
 def with_baseline(root: Path) -> Path:
@@ -39,13 +27,6 @@ def with_baseline(root: Path) -> Path:
     init(root, init_options())
     baseline(root, None)
     return root
-
-
-def commit_round(root: Path, hypothesis: str, speed: float) -> str:
-    open_round(root, None, hypothesis)
-    set_kernel(root, speed)
-    git(root, "commit", "-q", "-am", f"Hypothesis: {hypothesis}\nChange: speed {speed}")
-    return git(root, "rev-parse", "HEAD").strip()
 
 
 def with_rounds(root: Path) -> Path:

@@ -2,9 +2,9 @@
 
 The bundle holds the campaign's branches, rejected pins and notes refs (bench, full, verdict,
 environment), so the whole lineage (rejected rounds included) survives in a repository that
-publishes only `main`, and moves
-between machines with no shared remote. It leaves out the project history the campaign started
-from (the manifest's `git_commit`), which any clone of the project already has; import checks it.
+publishes only `main`, and moves between machines with no shared remote. It leaves out the project
+history the campaign started from (the manifest's `git_commit`), which any clone of the project
+already has; import checks it.
 Import is a pull from the bundle: the same commits and note blobs, the same refusal to clobber.
 """
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,9 +157,38 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+GROUP_EXIT_WAIT_S = 5.0  # SIGKILL is asynchronous: a harness can outlive our exit by a moment
+
+
 def _kill_group(pgid: int) -> None:
-    with suppress(ProcessLookupError, PermissionError):
+    """SIGKILL the whole group, then wait (bounded) until none of it still runs, so that a command
+    that returns, or exits on ^C or SIGTERM, leaves no harness behind (zombies awaiting their
+    reaper do not run and are not waited for)."""
+    try:
         os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    while _group_running(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group `pgid` is still alive and not a zombie (Linux /proc; elsewhere
+    nothing to wait on is known, so no)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            return True
+    return False
 
 
 def _procs_dir(cwd: Path) -> Path:

@@ -83,7 +83,7 @@ def show_text(result: ShowResult) -> str:
             parts += ["", f"{title}:", text.rstrip("\n")]
     if result.conflicts:
         parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
-        parts += [f"  {doc['decision']} written {doc.get('written', '?')}" for doc in result.conflicts]
+        parts += [f"  {doc.decision} written {doc.get('written', '?')}" for doc in result.conflicts]
         parts.append(
             f"  settle it with `git campaign accept {result.round}` or `git campaign rollback {result.round}`"
         )

@@ -109,7 +109,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             False,
         )
     head = campaign.accepted_head()
-    if any(doc.get("phase") == Phase.REPORT for doc in verdict.read(repo, head)):
+    if any(doc.phase == Phase.REPORT for doc in verdict.read(repo, head)):
         return NextStep(
             name,
             STEP_DONE,

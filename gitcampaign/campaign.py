@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from git import Repo
@@ -22,6 +21,7 @@ from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -95,10 +95,10 @@ class Round:
     status: Status
     commit: str | None
     hypothesis: str
-    docs: list[dict[str, Any]] = field(default_factory=list)
+    docs: list[VerdictDoc] = field(default_factory=list)
 
     @property
-    def decision(self) -> dict[str, Any] | None:
+    def decision(self) -> VerdictDoc | None:
         return verdict.standing(self.docs)
 
 
@@ -215,17 +215,17 @@ class Campaign:
         used = set(self.round_branches()) | set(self.rejected_pins())
         return max(used, default=1) + 1
 
-    def verdicts(self) -> dict[str, list[dict[str, Any]]]:
+    def verdicts(self) -> dict[str, list[VerdictDoc]]:
         """{commit: verdict documents} for every annotated commit, read in bulk."""
         documents = verdict.read_many(self.repo, g.note_blobs(self.repo, C.NOTES_VERDICT))
         result = {}
         for commit, docs in documents.items():
-            mine = [doc for doc in docs if doc.get("campaign") == self.name]
+            mine = [doc for doc in docs if doc.campaign == self.name]
             if mine:
                 result[commit] = mine
         return result
 
-    def lineage(self) -> tuple[list[dict[str, Any]], list[Round]]:
+    def lineage(self) -> tuple[list[VerdictDoc], list[Round]]:
         """(baseline documents, rounds by number) from refs and notes, without per-round git calls.
 
         A round is found through its refs (rejected pin, accepted line, round branch), never through
@@ -245,14 +245,14 @@ class Campaign:
             (
                 docs
                 for commit, docs in valid.items()
-                if commit in accepted_line and docs[0].get("phase") == Phase.BASELINE
+                if commit in accepted_line and docs[0].phase == Phase.BASELINE
             ),
             [],
         )
-        by_round: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        by_round: dict[int, dict[str, list[VerdictDoc]]] = {}
         for commit, docs in valid.items():
-            number = docs[-1].get("round")
-            if isinstance(number, int) and number >= 2:
+            number = docs[-1].round
+            if number is not None and number >= 2:
                 by_round.setdefault(number, {})[commit] = docs
         branches, pins = self.round_branches(), self.rejected_pins()
         rounds = []
@@ -286,13 +286,13 @@ class Campaign:
         return baseline, rounds
 
 
-def _accepted(docs: list[dict[str, Any]]) -> bool:
+def _accepted(docs: list[VerdictDoc]) -> bool:
     decision = verdict.standing(docs)
-    return decision is not None and decision["decision"] in C.ACCEPTED
+    return decision is not None and decision.decision in C.ACCEPTED
 
 
 def _unapplied(
-    commit: str, docs: list[dict[str, Any]], head: str, on_line: bool, pin: str | None, tip: str | None
+    commit: str, docs: list[VerdictDoc], head: str, on_line: bool, pin: str | None, tip: str | None
 ) -> bool:
     """A noted decision the refs do not show yet: what a killed validate, accept or rollback left."""
     if not _applicable(docs, head):
@@ -304,13 +304,13 @@ def _unapplied(
     return commit != pin or commit == tip or _accepted(docs)
 
 
-def _applicable(docs: list[dict[str, Any]], accepted_head: str) -> bool:
+def _applicable(docs: list[VerdictDoc], accepted_head: str) -> bool:
     """A noted decision that can still be applied: a rejection always, an acceptance only onto the
     incumbent it was measured against (else it is stale, and the round must be measured again)."""
     decision = verdict.standing(docs)
     if decision is None:
         return False
-    return decision["decision"] not in C.ACCEPTED or decision.get("incumbent") == accepted_head
+    return decision.decision not in C.ACCEPTED or decision.incumbent == accepted_head
 
 
 @contextmanager

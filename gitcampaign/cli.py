@@ -83,7 +83,7 @@ def show_text(result: ShowResult) -> str:
             parts += ["", f"{title}:", text.rstrip("\n")]
     if result.conflicts:
         parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
-        parts += [f"  {doc['decision']} written {doc.get('written', '?')}" for doc in result.conflicts]
+        parts += [f"  {doc.decision} written {doc.get('written', '?')}" for doc in result.conflicts]
         parts.append(
             f"  settle it with `git campaign accept {result.round}` or `git campaign rollback {result.round}`"
         )
@@ -530,7 +530,7 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
-    from gitcampaign.commands.next import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+    from gitcampaign.loop import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
@@ -563,7 +563,7 @@ def _next_text(outcome: Any) -> str:
 @click.pass_context
 def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
     """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
-    from gitcampaign.commands.next import NextRun, next_step, run_next
+    from gitcampaign.loop import NextRun, next_step, run_next
 
     if perform:
         outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
@@ -596,7 +596,7 @@ def completion(shell: str) -> None:
 @click.pass_context
 def demo(ctx: click.Context, directory: str | None, rounds: int) -> None:
     """The whole loop on a scratch repo with the GEMM kernel (CPU when there is no GPU)."""
-    from gitcampaign.commands.demo import demo as run
+    from gitcampaign.demo_flow import demo as run
 
     target = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gitcampaign-demo-"))
     run(target, rounds=rounds, echo=click.echo, progress=Progress.for_cli(as_json=False))
@@ -624,7 +624,7 @@ def hooks() -> None:
 def hooks_install(ctx: click.Context) -> None:
     """Install pre-commit, prepare-commit-msg and commit-msg (chaining existing hooks)."""
     from gitcampaign import git as g
-    from gitcampaign.commands.hooks import install_hooks
+    from gitcampaign.hook_install import install_hooks
 
     for line in install_hooks(g.root(g.open_repo(_repo(ctx)))):
         click.echo(line)

@@ -11,12 +11,12 @@ import base64
 import html
 import math
 from pathlib import Path
-from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import plot, verdict
 from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Status
 
 STYLE = """
@@ -69,7 +69,7 @@ def _lineage_table(rows: list[LineageRow], metric: str) -> str:
     return f'<table id="lineage"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _shape_table(decision: dict[str, Any]) -> str:
+def _shape_table(decision: VerdictDoc) -> str:
     shapes = decision.get("shapes") or {}
     if not shapes:
         return "<p>No per-shape measurement (a gate decided before anything was timed).</p>"
@@ -86,14 +86,14 @@ def _shape_table(decision: dict[str, Any]) -> str:
 
 
 def _round_section(campaign: Campaign, entry: Round) -> str:
-    decision = entry.decision or {}
+    decision = entry.decision
     parts = [
         f'<section class="round" id="round-{entry.number}">',
         f"<h3>Round {entry.number}: {_e(entry.status)}</h3>",
         f"<p><b>Hypothesis:</b> {_e(entry.hypothesis) or '<i>none recorded</i>'}</p>",
     ]
     if entry.commit:
-        parent = str(decision.get("incumbent") or g.parent(campaign.repo, entry.commit) or "")
+        parent = str((decision and decision.incumbent) or g.parent(campaign.repo, entry.commit) or "")
         stat = g.diff_stat(campaign.repo, parent, entry.commit) if parent else ""
         parts.append(f"<p><b>Commit</b> <code>{_e(entry.commit[:12])}</code></p>")
         parts.append(f'<pre class="diffstat">{_e(stat) or "(no change)"}</pre>')
@@ -101,7 +101,7 @@ def _round_section(campaign: Campaign, entry: Round) -> str:
         reasons = ", ".join(decision.get("reasons") or []) or "none"
         ci = decision.get("ci") or [None, None]
         parts.append(
-            f"<p><b>Verdict:</b> {_e(decision.get('decision'))} (reasons: {_e(reasons)}); aggregate ratio "
+            f"<p><b>Verdict:</b> {_e(decision.decision)} (reasons: {_e(reasons)}); aggregate ratio "
             f"{_num(decision.get('ratio'), '.4f')}, 95% CI [{_num(ci[0], '.4f')}, {_num(ci[1], '.4f')}]"
             + (f"; transfer: {_e(decision.get('transfer'))}" if decision.get("transfer") else "")
             + (" <b>(manual override)</b>" if decision.get("override") else "")

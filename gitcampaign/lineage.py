@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from tabulate import tabulate
 from gitcampaign import constants as C
 from gitcampaign.campaign import Campaign, Round
 from gitcampaign.manifest import Manifest
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Status
 
 
@@ -42,22 +44,25 @@ def _cumulative(rounds: list[Round]) -> dict[int, float]:
     return result
 
 
-def _key_deltas(decision: dict[str, Any] | None, top: int = 2) -> str:
-    shapes = (decision or {}).get("shapes") or {}
+def _key_deltas(decision: VerdictDoc | None, top: int = 2) -> str:
+    shapes = decision.get("shapes") or {} if decision else {}
     ratios = [(label, v["ratio"]) for label, v in shapes.items() if isinstance(v.get("ratio"), (int, float))]
     ratios.sort(key=lambda item: -abs(item[1] - 1))
     if not ratios:
         failing = [label for label, v in shapes.items() if v.get("check") not in (None, C.CHECK_PASS)]
         # Rejected before any measurement (build_failed, tests_failed, a gate): its reasons say why.
         return (
-            ("FAIL: " + ", ".join(failing)) if failing else ", ".join((decision or {}).get("reasons") or [])
+            ("FAIL: " + ", ".join(failing))
+            if failing
+            else ", ".join(decision.get("reasons") or [] if decision else [])
         )
     return ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in ratios[:top])
 
 
-def lineage_rows(campaign: Campaign) -> tuple[dict[str, Any], list[LineageRow]]:
+def lineage_rows(campaign: Campaign) -> tuple[Mapping[str, Any], list[LineageRow]]:
+    """(the baseline document, or {} before the baseline; a row per round)."""
     baseline_docs, rounds = campaign.lineage()
-    baseline = baseline_docs[0] if baseline_docs else {}
+    baseline: Mapping[str, Any] = baseline_docs[0] if baseline_docs else {}
     levels = _cumulative(rounds)
     quick_base = (baseline.get("aggregate") or {}).get("quick")
     rows = (
@@ -66,18 +71,18 @@ def lineage_rows(campaign: Campaign) -> tuple[dict[str, Any], list[LineageRow]]:
         else []
     )
     for entry in rounds:
-        decision = entry.decision or {}
+        decision = entry.decision
         level = levels.get(entry.number)
         rows.append(
             LineageRow(
                 entry.number,
                 entry.status,
-                str(decision.get("decision", "")),
+                str(decision.decision or "") if decision else "",
                 entry.hypothesis,
                 quick_base * level if quick_base and level else None,
                 level,
                 _key_deltas(decision),
-                decision.get("transfer"),
+                decision.get("transfer") if decision else None,
                 entry.commit,
             )
         )

@@ -74,8 +74,8 @@ def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int
     """An override may overrule the speed rules, never a gate, and never a round nobody measured."""
     repo = g.open_repo(repo_path)
     entry = _picked_round(Campaign(repo, resolve(repo, campaign_name)), number)
-    standing = entry.decision or {}
-    gates = [reason for reason in standing.get("reasons") or [] if reason in GATE_REASONS]
+    reasons = entry.decision.get("reasons") or [] if entry.decision else []
+    gates = [reason for reason in reasons if reason in GATE_REASONS]
     if gates:
         raise CampaignError(
             f"round {entry.number} failed a gate ({', '.join(gates)}): no override accepts it",
@@ -98,9 +98,9 @@ def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -
             f"round {entry.number} has no commit yet",
             "make the one change and `git commit` it on the round branch",
         )
-    standing = entry.decision or {}
-    if entry.status in (Status.ACCEPTED, Status.REJECTED) and standing.get("incumbent"):
-        incumbent = str(standing["incumbent"])
+    standing = entry.decision
+    if entry.status in (Status.ACCEPTED, Status.REJECTED) and standing and standing.incumbent:
+        incumbent = standing.incumbent
     else:
         incumbent = campaign.accepted_head()
     return {

@@ -24,6 +24,7 @@ from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.errors import CampaignError
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status
 
 FORMATS = ("png", "svg")
@@ -58,7 +59,7 @@ class PlotData:
     highlight: str | None = None
 
 
-def _ratio(decision: dict[str, Any] | None, shape: str | None) -> float | None:
+def _ratio(decision: VerdictDoc | None, shape: str | None) -> float | None:
     if not decision:
         return None
     value = (
@@ -104,7 +105,7 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
     else the product of the accepted rounds' paired ratios (shapes measured in every accepted round)."""
     head = campaign.accepted_head()
     for document in reversed(verdict.read(campaign.repo, head)):
-        if document.get("phase") == Phase.REPORT and document.get("campaign") == campaign.name:
+        if document.phase == Phase.REPORT and document.campaign == campaign.name:
             measured = {
                 label: float(v["ratio"])
                 for label, v in (document.get("shapes") or {}).items()
@@ -117,7 +118,7 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
     labels = manifest.representative_shapes or [s.label for s in manifest.shapes()]
     ratios = {label: 1.0 for label in labels}
     for entry in accepted:
-        shapes = (entry.decision or {}).get("shapes") or {}
+        shapes = entry.decision.get("shapes") or {} if entry.decision else {}
         for label in list(ratios):
             value = (shapes.get(label) or {}).get("ratio")
             if isinstance(value, (int, float)):

@@ -28,6 +28,7 @@ from gitcampaign import verdict
 from gitcampaign.campaign import Campaign, campaigns, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase
 
 TRACKING = "refs/campaign-remote"
@@ -218,10 +219,10 @@ def _written(document: bytes) -> str:
     return str(parsed.get("written", "")) if isinstance(parsed, dict) else ""
 
 
-def conflicting_decisions(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def conflicting_decisions(docs: list[VerdictDoc]) -> list[VerdictDoc]:
     """The VALIDATE decisions of one round when they disagree (it was measured in two clones)."""
-    validations = [doc for doc in docs if doc.get("phase") == Phase.VALIDATE and doc.get("decision")]
-    return validations if len({doc["decision"] for doc in validations}) > 1 else []
+    validations = [doc for doc in docs if doc.phase == Phase.VALIDATE and doc.decision]
+    return validations if len({doc.decision for doc in validations}) > 1 else []
 
 
 def remote_standing(repo: Repo, name: str) -> dict[str, dict[str, list[str]]]:
@@ -328,7 +329,7 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     notes = Campaign(repo, name).verdicts()
     for commit in commits:
         standing = verdict.standing(notes.get(commit, []))
-        if not standing or standing.get("decision") not in C.ACCEPTED:
+        if not standing or standing.decision not in C.ACCEPTED:
             raise CampaignError(
                 f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
                 "only accepted rounds can be superseded; nothing was changed",
@@ -349,25 +350,28 @@ def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str
     assert fork is not None
     lines = []
     for commit in commits:
-        standing = verdict.standing(notes[commit]) or {}
-        number = int(standing["round"])
+        standing = verdict.standing(notes[commit])
+        assert standing is not None and standing.round is not None  # `_own_acceptances` checked it
+        number = standing.round
         verdict.append(
             repo,
             commit,
-            {
-                "campaign": name,
-                "round": number,
-                "phase": Phase.OVERRIDE,
-                "hypothesis": standing.get("hypothesis", ""),
-                "decision": Decision.REJECT,
-                "previous_decision": standing.get("decision"),
-                "reasons": [C.REASON_SUPERSEDED],
-                "notes": [
-                    f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
-                ],
-                "commit": commit,
-                "incumbent": theirs,
-            },
+            VerdictDoc.of(
+                {
+                    "campaign": name,
+                    "round": number,
+                    "phase": Phase.OVERRIDE,
+                    "hypothesis": standing.get("hypothesis", ""),
+                    "decision": Decision.REJECT,
+                    "previous_decision": standing.decision,
+                    "reasons": [C.REASON_SUPERSEDED],
+                    "notes": [
+                        f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                    ],
+                    "commit": commit,
+                    "incumbent": theirs,
+                }
+            ),
         )
         if g.rev(repo, C.rejected_ref(name, number)) is None:
             g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")

@@ -16,8 +16,9 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from git import Repo
@@ -53,14 +54,17 @@ _DOCUMENT_START = re.compile(r"^---[ \t]*$", re.MULTILINE)
 DECISIONS = tuple(Decision)
 
 
-@dataclass
-class VerdictDoc:
+@dataclass(eq=False)
+class VerdictDoc(Mapping[str, Any]):
     """One document of a verdict stream (the model is DVC's `SerializableExp`).
 
     The fields every reader relies on are typed; all the others (the measurement, gates, samples,
-    and any field a later version adds) stay in `extra`, and `keys` remembers the order they were
+    and any field a later version adds) stay in `extra`, and `order` remembers the order they were
     written in, so `VerdictDoc.parse(text).to_yaml()` gives back the document it read. A document
     may lack any field but `campaign`: the first versions wrote fewer.
+
+    It is also the read-only mapping it was written as (equal to that dict): fields without a type
+    are read as `doc.get("ratio")`, and a document goes into JSON as `doc.to_mapping()`.
     """
 
     campaign: str
@@ -70,7 +74,7 @@ class VerdictDoc:
     commit: str | None = None
     incumbent: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    keys: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
 
     TYPED = ("campaign", "round", "phase", "decision", "commit", "incumbent")
 
@@ -98,32 +102,55 @@ class VerdictDoc:
         )
 
     @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> VerdictDoc:
+        """A document a command writes, its fields in the order given (the order earlier versions
+        wrote them in, so the note's bytes do not change); one that readers would skip is a bug."""
+        doc = cls.from_mapping(dict(fields))
+        if doc is None:
+            raise ValueError(f"not a verdict document: {dict(fields)!r}")
+        return doc
+
+    @classmethod
     def parse(cls, text: str) -> VerdictDoc | None:
         return cls.from_mapping(_load(text))
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.TYPED:
+            return self.extra[key]
+        value = getattr(self, key)
+        if value is None and key not in self.order:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_mapping())
+
+    def __len__(self) -> int:
+        return len(self.to_mapping())
 
     def to_mapping(self) -> dict[str, Any]:
         """The document as a mapping, in the order it was written (new fields last)."""
         typed = {key: getattr(self, key) for key in self.TYPED}
-        present = {key: value for key, value in typed.items() if value is not None or key in self.keys}
+        present = {key: value for key, value in typed.items() if value is not None or key in self.order}
         merged = {**present, **self.extra}
-        order = [key for key in self.keys if key in merged] + [key for key in merged if key not in self.keys]
+        order = [key for key in self.order if key in merged] + [
+            key for key in merged if key not in self.order
+        ]
         return {key: merged[key] for key in order}
 
     def to_yaml(self) -> str:
         return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
 
 
-def parse_stream(raw: bytes | None) -> list[dict[str, Any]]:
+def parse_stream(raw: bytes | None) -> list[VerdictDoc]:
     """The well-formed documents of a stream, each parsed alone: one hand-broken document (invalid
     YAML, a decision that is not one) is skipped without hiding the others."""
     if not raw:
         return []
-    documents = []
-    for part in _DOCUMENT_START.split(raw.decode(errors="replace")):
-        doc = _load(part) if part.strip() else None
-        if isinstance(doc, dict) and VerdictDoc.from_mapping(doc) is not None:
-            documents.append(doc)  # as read: readers and the cache see the strings the note holds
-    return documents
+    parsed = (
+        VerdictDoc.parse(part) for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()
+    )
+    return [doc for doc in parsed if doc is not None]
 
 
 def _load(text: str) -> object:
@@ -133,7 +160,7 @@ def _load(text: str) -> object:
         return None
 
 
-def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[VerdictDoc]]:
     """{commit: documents} for {commit: note blob}, through a cache keyed by blob id.
 
     Blob ids name their content, so a cached entry can never be stale; it keeps `log` and `status`
@@ -146,7 +173,7 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any
         cache = {}
     missing = {blob for blob in blobs.values() if blob not in cache}
     for blob in missing:
-        cache[blob] = parse_stream(g.read_blob(repo, blob))
+        cache[blob] = [doc.to_mapping() for doc in parse_stream(g.read_blob(repo, blob))]
     if missing:
         live = set(blobs.values())
         cache = {blob: docs for blob, docs in cache.items() if blob in live}
@@ -154,10 +181,18 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[dict[str, Any
         scratch = cache_path.with_suffix(f".{os.getpid()}.tmp")
         scratch.write_text(json.dumps(cache))
         scratch.replace(cache_path)
-    return {commit: cache[blob] for commit, blob in blobs.items()}
+    return {commit: _documents(cache[blob]) for commit, blob in blobs.items()}
 
 
-def standing(docs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _documents(mappings: list[dict[str, Any]]) -> list[VerdictDoc]:
+    """The cached mappings as documents (every one was a document when it was cached)."""
+    return [doc for doc in map(VerdictDoc.from_mapping, mappings) if doc is not None]
+
+
+Doc = TypeVar("Doc", bound=Mapping[str, Any])
+
+
+def standing(docs: Sequence[Doc]) -> Doc | None:
     """The document whose decision currently stands (the last one with a decision)."""
     for doc in reversed(docs):
         if doc.get("decision"):
@@ -165,11 +200,11 @@ def standing(docs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def read(repo: Repo, commit: str) -> list[dict[str, Any]]:
+def read(repo: Repo, commit: str) -> list[VerdictDoc]:
     return parse_stream(g.read_note(repo, C.NOTES_VERDICT, commit))
 
 
-def render(document: dict[str, Any]) -> bytes:
+def render(document: Mapping[str, Any]) -> bytes:
     """One YAML document of the stream, stamped with the format, tool version and time."""
     document = {"format": C.VERDICT_FORMAT, **document, "tool_version": __version__, "written": now()}
     return (
@@ -178,7 +213,7 @@ def render(document: dict[str, Any]) -> bytes:
     )
 
 
-def append(repo: Repo, commit: str, document: dict[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:
+def append(repo: Repo, commit: str, document: Mapping[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:
     """Add one document to the commit's YAML stream in `notes_ref` (the verdict, or the environment
     note), keeping every earlier byte (read and write under the repository lock, so a concurrent
     writer cannot slip in between)."""
@@ -202,7 +237,7 @@ def write_csv_note(repo: Repo, notes_ref: str, commit: str, raw: bytes) -> dict[
         blobs = g.note_blobs(repo, notes_ref)
         existing = blobs.get(commit)
         named = {
-            (doc.get("csv_note") or {}).get("blob")
+            doc.extra["csv_note"].get("blob")
             for doc in read(repo, commit)
             if isinstance(doc.get("csv_note"), dict)
         }
@@ -239,7 +274,7 @@ def commit_facts(repo: Repo, commits: list[str]) -> dict[str, CommitFacts]:
     }
 
 
-def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -> str | None:
+def inconsistency(commit: str, doc: VerdictDoc, facts: CommitFacts | None) -> str | None:
     """Why `doc` cannot stand as a decision on `commit`, or None when git's records back it.
 
     Not a signature: whoever can write every note consistently can also move refs by hand. It
@@ -247,16 +282,14 @@ def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -
     """
     if facts is None:
         return "the commit is not in this repository"
-    phase, decision = doc.get("phase"), doc.get("decision")
+    phase, decision = doc.phase, doc.decision
     if phase == Phase.BASELINE:
         return None if doc.get("measured_commit") == facts.parent else "not measured on this commit's parent"
-    if doc.get("commit") != commit:
-        return (
-            f"it names commit {str(doc.get('commit'))[:12]} (copied by a rebase or amend, or written by hand)"
-        )
+    if doc.commit != commit:
+        return f"it names commit {str(doc.commit)[:12]} (copied by a rebase or amend, or written by hand)"
     if phase == Phase.OVERRIDE and decision not in C.ACCEPTED:
         return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
-    if doc.get("incumbent") != facts.parent:
+    if doc.incumbent != facts.parent:
         return "its incumbent is not the commit's parent"
     if phase == Phase.OVERRIDE:
         return None
@@ -272,7 +305,7 @@ def inconsistency(commit: str, doc: dict[str, Any], facts: CommitFacts | None) -
     return _samples_disagree(doc)
 
 
-def _samples_disagree(doc: dict[str, Any]) -> str | None:
+def _samples_disagree(doc: VerdictDoc) -> str | None:
     """An accepted decision must follow from its own paired samples (ratio, interval above 1)."""
     from gitcampaign.decision import PairSample, paired_stats
 

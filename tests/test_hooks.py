@@ -15,15 +15,13 @@ from pathlib import Path
 import pytest
 
 from gitcampaign.commands.hooks import (
-    HOOK_NAMES,
-    hook_script,
-    install_hooks,
     run_commit_msg,
     run_hook,
     run_pre_commit,
     run_prepare_commit_msg,
 )
 from gitcampaign.errors import CampaignError
+from gitcampaign.hook_install import HOOK_NAMES, hook_script, install_hooks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHEATS = Path(__file__).parent / "cheats"

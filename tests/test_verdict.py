@@ -80,3 +80,22 @@ def test_standing_is_the_last_document_with_a_decision() -> None:
     ]
     assert verdict.standing(docs) == docs[1]
     assert verdict.standing([{"campaign": "d"}]) is None
+
+
+def test_a_written_document_keeps_the_bytes_of_the_mapping_it_was_built_from() -> None:
+    fields = {
+        "campaign": "d",
+        "round": None,  # a report names no round, and says so
+        "phase": Phase.OVERRIDE,
+        "hypothesis": "h",
+        "decision": Decision.REJECT,
+        "previous_decision": None,
+        "commit": "c" * 40,
+        "incumbent": "i" * 40,
+        "ratio": None,
+    }
+    doc = VerdictDoc.of(fields)
+    assert doc == fields and list(doc) == list(fields) and doc.decision is Decision.REJECT
+    assert verdict.render(doc).split(b"written:")[0] == verdict.render(fields).split(b"written:")[0]
+    with pytest.raises(ValueError):
+        VerdictDoc.of({"campaign": "d", "decision": "MAYBE"})

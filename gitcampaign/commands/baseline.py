@@ -209,6 +209,10 @@ def _record(
         campaign.main_branch,
         {manifest.path: manifest.to_yaml()},
         message,
-        notes={C.NOTES_FULL: full.raw, C.NOTES_BENCH: quick.raw, C.NOTES_VERDICT: verdict.render(document)},
+        notes={
+            C.NOTES_FULL: full.raw,
+            C.NOTES_BENCH: quick.raw,
+            C.NOTES_VERDICT: verdict.render(verdict.VerdictDoc.of(document)),
+        },
     )
     return BaselineResult(commit, full, representative, noise, value)

@@ -8,7 +8,7 @@ line unless it is an amend (prepare-commit-msg: unlike pre-commit it sees `--ame
 hook does nothing. Hooks can still be skipped with `--no-verify`, so VALIDATE re-runs every gate.
 
 The shell hooks in `hooks/` only hand over to `git campaign hooks run NAME ARGS...`; the same scripts
-are what `install_hooks` writes, so the two never drift.
+are what `gitcampaign.hook_install` writes, so the two never drift.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from git import Repo
@@ -25,11 +24,10 @@ from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, check_next_commit
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
+from gitcampaign.hook_install import HOOK_NAMES
 from gitcampaign.lint import format_finding, lint_source
 from gitcampaign.refs import CampaignRef, RefKind
 
-HOOK_NAMES = ("pre-commit", "prepare-commit-msg", "commit-msg")
-MARKER = "# gitcampaign-managed hook"
 HYPOTHESIS_RE = re.compile(r"^hypothesis:\s*\S", re.IGNORECASE)
 CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
 SCISSORS = "# ------------------------ >8 ------------------------"
@@ -47,26 +45,6 @@ REPOSITORY_ENV = (
     "GIT_NAMESPACE",
 )
 OUTPUT_TAIL_CHARS = 6000
-
-HOOK_TEMPLATE = """#!/bin/sh
-{marker}: {name} (written by `git campaign hooks install`; the logic is
-# gitcampaign/commands/hooks.py). A hook this one replaced was kept as {name}.local and runs first.
-hook_dir=$(dirname "$0")
-if [ -x "$hook_dir/{name}.local" ]; then
-    "$hook_dir/{name}.local" "$@" || exit $?
-fi
-if command -v git-campaign >/dev/null 2>&1; then
-    exec git campaign hooks run {name} "$@"
-fi
-exec "${{GITCAMPAIGN_PYTHON:-{python}}}" -m gitcampaign hooks run {name} "$@"
-"""
-
-
-def hook_script(name: str, python: str = "python3") -> str:
-    """The shell hook `name`; `python` runs `-m gitcampaign` where `git-campaign` is not on PATH."""
-    # The path sits inside "${...:-PATH}": escape what double quotes do not protect.
-    escaped = re.sub(r'([\\"$`])', r"\\\1", python)
-    return HOOK_TEMPLATE.format(marker=MARKER, name=name, python=escaped)
 
 
 def checked_out_round(repo: Repo) -> CampaignRef | None:
@@ -252,66 +230,3 @@ def run_commit_msg(repo_root: Path, msg_file: Path) -> tuple[int, str]:
             "hint: `git commit` (no -m) prefills both from the round's hypothesis",
         ]
     )
-
-
-# -- install -----------------------------------------------------------------------------------------
-
-
-def hooks_dir(repo: Repo) -> Path:
-    """Where git runs hooks from: `core.hooksPath` if set, else the repository's hooks dir."""
-    root = g.root(repo)
-    configured = g.config_get(repo, "core.hooksPath")
-    path = Path(configured).expanduser() if configured else g.git_path(repo, "hooks")
-    return path if path.is_absolute() else root / path
-
-
-def _tracked(repo: Repo, paths: list[Path]) -> list[str]:
-    """Those of `paths` that are committed files of the work tree (`git ls-files`)."""
-    root = g.root(repo).resolve()
-    inside = [str(p.resolve().relative_to(root)) for p in paths if p.resolve().is_relative_to(root)]
-    if not inside:
-        return []
-    return g.tracked(repo, inside)
-
-
-def install_hooks(repo_root: Path) -> list[str]:
-    """Install the three hooks; a foreign hook already there is kept as `NAME.local` and run first.
-    Idempotent: our own hook is rewritten in place, never chained to itself."""
-    repo = g.open_repo(repo_root)
-    directory = hooks_dir(repo)
-    tracked = _tracked(
-        repo, [directory / name for name in HOOK_NAMES] + [directory / f"{n}.local" for n in HOOK_NAMES]
-    )
-    if tracked:
-        raise CampaignError(
-            f"core.hooksPath points at {directory}, where {', '.join(tracked)} are committed files;"
-            " installing would rewrite them in everyone's checkout",
-            'call `git campaign hooks run NAME "$@"` from those committed hooks by hand (or use'
-            " .pre-commit-hooks.yaml); `git campaign prepare --no-hooks` skips this step",
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    actions = []
-    for name in HOOK_NAMES:
-        target = directory / name
-        script = hook_script(name, sys.executable)
-        if target.exists() or target.is_symlink():
-            existing = target.read_text(encoding="utf-8", errors="replace") if target.exists() else ""
-            if MARKER in existing:
-                if existing == script:
-                    actions.append(f"{target}: already installed")
-                    continue
-                actions.append(f"{target}: updated")
-            else:
-                local = directory / f"{name}.local"
-                if local.exists() or local.is_symlink():
-                    raise CampaignError(
-                        f"{target} is not ours and {local} already exists, so there is nowhere to keep it",
-                        f"merge {target} into {local} by hand, delete {target}, then run `git campaign hooks install`",
-                    )
-                target.rename(local)
-                actions.append(f"{target}: installed; the existing hook now runs first from {local}")
-        else:
-            actions.append(f"{target}: installed")
-        target.write_text(script, encoding="utf-8")
-        target.chmod(0o755)
-    return actions

@@ -15,6 +15,7 @@ from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked
 from gitcampaign.errors import CampaignError
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase, Status
 
 ABANDONED = "ABANDONED"  # what a rollback of a round without its commit did: no note, nothing to decide
@@ -47,25 +48,25 @@ def _pick(campaign: Campaign, number: int | None) -> Round:
     )
 
 
-def _document(
-    campaign: Campaign, entry: Round, decision: str, reason: str, incumbent: str
-) -> dict[str, object]:
+def _document(campaign: Campaign, entry: Round, decision: str, reason: str, incumbent: str) -> VerdictDoc:
     previous = entry.decision
-    return {
-        "campaign": campaign.name,
-        "round": entry.number,
-        "phase": Phase.OVERRIDE,
-        "hypothesis": entry.hypothesis,
-        "decision": decision,
-        "override": True,
-        "previous_decision": previous.get("decision") if previous else None,
-        "reasons": [C.REASON_MANUAL],
-        "notes": [reason] if reason else [],
-        "commit": entry.commit,
-        "incumbent": incumbent,
-        "ratio": previous.get("ratio") if previous else None,
-        "shapes": previous.get("shapes", {}) if previous else {},
-    }
+    return VerdictDoc.of(
+        {
+            "campaign": campaign.name,
+            "round": entry.number,
+            "phase": Phase.OVERRIDE,
+            "hypothesis": entry.hypothesis,
+            "decision": decision,
+            "override": True,
+            "previous_decision": previous.decision if previous else None,
+            "reasons": [C.REASON_MANUAL],
+            "notes": [reason] if reason else [],
+            "commit": entry.commit,
+            "incumbent": incumbent,
+            "ratio": previous.get("ratio") if previous else None,
+            "shapes": previous.get("shapes", {}) if previous else {},
+        }
+    )
 
 
 def accept(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
@@ -83,7 +84,7 @@ def accept(repo_path: Path, campaign_name: str | None, number: int | None, reaso
             raise CampaignError(f"round {entry.number} is {entry.status}", hints[entry.status])
         assert entry.commit is not None
         commit = check_one_commit(campaign, entry.number, entry.commit, head)
-        previous = entry.decision.get("decision", "none") if entry.decision else "none"
+        previous = entry.decision.decision if entry.decision else "none"
         with g.repo_lock(repo):  # noted, then applied; a kill in between is finished by `validate`
             verdict.append(repo, commit, _document(campaign, entry, Decision.ACCEPT, reason, head))
             g.fault_point("override:noted")
@@ -96,7 +97,7 @@ def rollback(repo_path: Path, campaign_name: str | None, number: int | None, rea
         repo = campaign.repo
         entry = _pick(campaign, number)
         head = campaign.accepted_head()
-        previous = entry.decision.get("decision", "none") if entry.decision else "none"
+        previous = entry.decision.decision if entry.decision else "none"
         if entry.status == Status.REJECTED:
             raise CampaignError(f"round {entry.number} is already rejected", "nothing to do")
         if entry.status == Status.PENDING:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo
+from gitcampaign import envinfo, hook_install
 from gitcampaign import git as g
 from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
@@ -76,7 +76,5 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
         configure_notes(repo)
         result.actions.append(f"notes.displayRef and notes.rewriteRef set to {C.NOTES_GLOB}")
         if install_hooks:
-            from gitcampaign.commands.hooks import install_hooks as install
-
-            result.actions += install(g.root(repo))
+            result.actions += hook_install.install_hooks(g.root(repo))
         return result

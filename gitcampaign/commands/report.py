@@ -164,7 +164,7 @@ def report(
             campaign.main_branch,
             files,
             f"campaign {campaign.name}: report\n\n" + "\n".join(reached) + "\n",
-            notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(document)},
+            notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(verdict.VerdictDoc.of(document))},
         )
         return ReportResult(
             commit,

@@ -11,6 +11,7 @@ from gitcampaign import git as g
 from gitcampaign import sync, verdict
 from gitcampaign.campaign import opened
 from gitcampaign.errors import CampaignError
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase
 
 
@@ -23,7 +24,7 @@ class ShowResult:
     bench_csv: str | None = None
     full_csv: str | None = None
     verdict: str | None = None
-    conflicts: list[dict[str, Any]] = field(default_factory=list)  # decisions two clones both noted
+    conflicts: list[VerdictDoc] = field(default_factory=list)  # decisions two clones both noted
 
     def to_json(self) -> dict[str, Any]:
         if self.commit is None:
@@ -36,7 +37,7 @@ class ShowResult:
             "bench_csv": self.bench_csv,
             "full_csv": self.full_csv,
             "verdict": self.verdict,
-            "conflicting_decisions": [doc["decision"] for doc in self.conflicts],
+            "conflicting_decisions": [doc.decision for doc in self.conflicts],
         }
 
 
@@ -45,9 +46,7 @@ def show(repo_path: Path, campaign_name: str | None, number: int) -> ShowResult:
     repo = campaign.repo
     _, rounds = campaign.lineage()
     if number == 1:
-        commit = next(
-            (c for c, docs in campaign.verdicts().items() if docs[0].get("phase") == Phase.BASELINE), None
-        )
+        commit = next((c for c, docs in campaign.verdicts().items() if docs[0].phase == Phase.BASELINE), None)
         hypothesis = "baseline"
     else:
         entry = next((r for r in rounds if r.number == number), None)

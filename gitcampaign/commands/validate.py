@@ -40,6 +40,7 @@ from gitcampaign.measure import (
 from gitcampaign.progress import Progress
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase, Status
 
 PROBE_PAIRS = 2
@@ -265,7 +266,7 @@ def validate(
                 notes_ref = C.NOTES_FULL if full else C.NOTES_BENCH
                 document["csv_note"] = verdict.write_csv_note(repo, notes_ref, commit, bench_raw)
                 g.fault_point("validate:csv-noted")
-            verdict.append(repo, commit, document)
+            verdict.append(repo, commit, VerdictDoc.of(document))
             g.fault_point("validate:verdict-noted")
             apply_decision(campaign, current.number, commit, incumbent, result.decision)
         return result
@@ -279,8 +280,8 @@ def _hypothesis_from_message(message: str) -> str:
 
 
 def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
-    standing = pending.decision or {}
-    assert pending.commit is not None
+    standing = pending.decision
+    assert standing is not None and pending.commit is not None  # a pending round has a noted decision
     facts = verdict.commit_facts(campaign.repo, [pending.commit]).get(pending.commit)
     reason = verdict.inconsistency(pending.commit, standing, facts)
     if reason is not None:  # the lineage admits only consistent documents; checked again before refs move
@@ -293,15 +294,15 @@ def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
         campaign,
         pending.number,
         pending.commit,
-        str(standing["incumbent"]),
-        str(standing["decision"]),
+        str(standing.incumbent),
+        str(standing.decision),
         "; ".join(str(note) for note in standing.get("notes") or []),
     )
     ci = standing.get("ci") or [None, None]
     return ValidateResult(
         pending.number,
         pending.commit,
-        str(standing["decision"]),
+        str(standing.decision),
         list(standing.get("reasons", [])),
         standing.get("ratio") or math.nan,
         (ci[0] or math.nan, ci[1] or math.nan),

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gitcampaign import constants as C
-from gitcampaign.commands.demo import DEMO_DATA, NAME, PROJECT_DIRS, apply_edits, demo, scripted_rounds
+from gitcampaign.demo_flow import DEMO_DATA, NAME, PROJECT_DIRS, apply_edits, demo, scripted_rounds
 
 
 def git(root: Path, *args: str) -> str:

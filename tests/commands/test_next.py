@@ -14,7 +14,8 @@ from scratch_campaign import init_options, with_baseline  # noqa: E402
 from gitcampaign import constants as C  # noqa: E402
 from gitcampaign.cli import main  # noqa: E402
 from gitcampaign.commands.init import init  # noqa: E402
-from gitcampaign.commands.next import (  # noqa: E402
+from gitcampaign.errors import CampaignError  # noqa: E402
+from gitcampaign.loop import (  # noqa: E402
     STEP_BASELINE,
     STEP_COMMIT,
     STEP_REPORT,
@@ -23,7 +24,6 @@ from gitcampaign.commands.next import (  # noqa: E402
     next_step,
     run_next,
 )
-from gitcampaign.errors import CampaignError  # noqa: E402
 
 
 def test_before_the_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,6 @@ from gitcampaign import verdict
 from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_EMPTY, STATUS_OPEN, Campaign
 from gitcampaign.commands import validate as validate_module
 from gitcampaign.commands.baseline import baseline
-from gitcampaign.commands.hooks import install_hooks
 from gitcampaign.commands.init import init
 from gitcampaign.commands.override import rollback
 from gitcampaign.commands.report import report
@@ -26,6 +25,7 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.hook_install import install_hooks
 from gitcampaign.measure import HarnessJob, run_quick
 from gitcampaign.results import parse_csv
 from gitcampaign.shapes import load_shapes

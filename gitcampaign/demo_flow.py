@@ -7,7 +7,7 @@ helps (bigger, autotuned tiles), one planted slower (tiny tiles), one planted wr
 its last tile), committed past the hooks, that validate's test gate must reject before measuring it.
 None of it follows the project's own kernels/gemm.py, so the demo keeps working while campaigns
 change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, Llama
-shapes.
+shapes. Like `loop`, it drives the verbs of `commands/` from outside them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from gitcampaign.progress import Progress
 from gitcampaign.refs import CampaignRef
 
 NAME = "gemm-demo"
-DEMO_DATA = Path(__file__).resolve().parents[1] / "demo"
+DEMO_DATA = Path(__file__).resolve().parent / "demo"
 PROJECT_DIRS = ("kernels", "tests")  # copied from DEMO_DATA into the scratch repo
 CPU_SHAPES = "shapes-cpu.yaml"
 

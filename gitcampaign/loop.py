@@ -3,6 +3,9 @@
 A person's round is then two commands: edit and `git commit`, then
 `git campaign next --run -m "the next hypothesis"` (validate this round, open the next one).
 Steps that need a person (the edit and the commit, or a hypothesis) are never guessed.
+
+This module and `demo_flow` sit above `commands/`: they drive several verbs in turn, and the verbs
+themselves never import one another.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import verdict
 from gitcampaign.campaign import opened
-from gitcampaign.commands.baseline import BaselineResult
+from gitcampaign.commands.baseline import BaselineResult, baseline
+from gitcampaign.commands.prepare import prepare
+from gitcampaign.commands.report import report
+from gitcampaign.commands.round import open_round
+from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, termination
 from gitcampaign.vocabulary import Phase, Status
@@ -102,7 +109,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             False,
         )
     head = campaign.accepted_head()
-    if any(doc.get("phase") == Phase.REPORT for doc in verdict.read(repo, head)):
+    if any(doc.phase == Phase.REPORT for doc in verdict.read(repo, head)):
         return NextStep(
             name,
             STEP_DONE,
@@ -124,12 +131,6 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
 
 def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None = None) -> NextRun:
     """Perform the next step; with a hypothesis, then open the round it names."""
-    from gitcampaign.commands.baseline import baseline
-    from gitcampaign.commands.prepare import prepare
-    from gitcampaign.commands.report import report
-    from gitcampaign.commands.round import open_round
-    from gitcampaign.commands.validate import validate
-
     performed = []
     step = next_step(repo_path, campaign_name)
     if step.step == STEP_BASELINE:

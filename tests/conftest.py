@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The shared test helpers (fake_project, fixture_campaign, ...) import by bare name, whichever
+# test file is collected first or alone.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HERMETIC_GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",

@@ -352,7 +352,7 @@ def _finish_move(repo: Repo) -> list[str]:
         entry = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    if _alive(int(entry.get("pid", 0))):
+    if pid_alive(int(entry.get("pid", 0))):
         return []
     branch, old, new = entry["branch"], entry["old"], entry["new"]
     ref = f"refs/heads/{branch}"
@@ -389,7 +389,8 @@ def _sweep_worktrees(repo: Repo) -> list[str]:
     return done
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a lock's or a harness's owner; another user's counts too)."""
     if pid <= 0:
         return False
     try:

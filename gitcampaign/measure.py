@@ -130,8 +130,9 @@ def run_logged(
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-        registry = _register(cwd, process.pid, token)
-        try:
+        registry: Path | None = None
+        try:  # from here on, a signal (^C, SIGTERM) anywhere still stops the harness
+            registry = _register(cwd, process.pid, token)
             g.fault_point("measure:harness-started")
             return process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -148,7 +149,8 @@ def run_logged(
             raise
         finally:
             _kill_group(process.pid)  # children the command left behind after it exited
-            registry.unlink(missing_ok=True)
+            if registry is not None:
+                registry.unlink(missing_ok=True)
 
 
 def _die_with_parent() -> None:
@@ -173,15 +175,19 @@ def _kill_group(pgid: int) -> None:
         time.sleep(0.01)
 
 
+PROC = Path("/proc")
+
+
+def _processes() -> Iterator[Path]:
+    """The /proc folder of every process (none where there is no /proc)."""
+    if PROC.is_dir():
+        yield from (entry for entry in PROC.iterdir() if entry.name.isdigit())
+
+
 def _group_running(pgid: int) -> bool:
     """Whether a process of group `pgid` is still alive and not a zombie (Linux /proc; elsewhere
     nothing to wait on is known, so no)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return False
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _processes():
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -214,7 +220,7 @@ def sweep_orphans(repo: Repo) -> list[str]:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        if _owner_alive(int(entry["owner"])):
+        if g.pid_alive(int(entry["owner"])):
             continue
         stopped = _kill_tagged(str(entry["token"]), int(entry["pgid"]))
         if stopped:
@@ -223,27 +229,14 @@ def sweep_orphans(repo: Repo) -> list[str]:
     return done
 
 
-def _owner_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _kill_tagged(token: str, pgid: int) -> int:
     """Kill every process whose environment carries `token` (Linux: /proc), else the group."""
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not PROC.is_dir():
         _kill_group(pgid)
         return 0
     marker = f"{RUN_TOKEN_ENV}={token}".encode()
     killed = 0
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _processes():
         try:
             environ = (entry / "environ").read_bytes()
         except OSError:

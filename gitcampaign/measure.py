@@ -90,8 +90,16 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     @triton.jit source, the config list, the tuning key) would miss a change outside the jitted
     function, such as a launcher's grid or a heuristic, and reuse timings that no longer hold.
     """
-    repo = g.open_repo(worktree)
-    code = {name: sha for name, sha in g.top_level_entries(repo, "HEAD").items() if name != C.CAMPAIGNS_DIR}
+    repo = g.open_repo(worktree)  # in workspace mode: the repository the copy lives under
+    if (worktree / ".git").exists():  # a checkout: its commit's tree ids name the code
+        code = {name: sha for name, sha in g.top_level_entries(repo, "HEAD").items()}
+    else:  # a workspace copy (plain files, no HEAD of its own): their contents name the code
+        code = {
+            str(path.relative_to(worktree)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in worktree.rglob("*")
+            if path.is_file()
+        }
+    code = {name: sha for name, sha in code.items() if name.split("/")[0] != C.CAMPAIGNS_DIR}
     key = hashlib.sha256(repr(sorted(code.items())).encode()).hexdigest()[:40]
     cache = g.common_dir(repo).resolve() / "campaign" / "triton-cache" / key
     return {"TRITON_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}

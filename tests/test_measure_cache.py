@@ -14,6 +14,7 @@ from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.constants import ACCEPTED
+from gitcampaign.measure import triton_cache_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_project import git, make_project, set_kernel  # noqa: E402
@@ -87,3 +88,18 @@ def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest
     common = Path(git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
     for (directory,) in caches.values():
         assert Path(directory).parent == common / "campaign" / "triton-cache"
+
+
+def test_workspace_copies_are_keyed_by_their_own_files(tmp_path: Path) -> None:
+    """A workspace copy has no HEAD of its own: it must not fall back on the repository's (then the
+    candidate would reuse the incumbent's tuning), but be keyed by what it holds, campaigns/ aside."""
+    root = make_project(tmp_path / "proj")
+    base = root / ".git" / "campaign" / "worktrees" / "demo"
+    trees = {role: base / role for role in ("incumbent", "candidate", "again")}
+    for role, tree in trees.items():
+        (tree / "campaigns" / "demo").mkdir(parents=True)
+        (tree / "campaigns" / "demo" / "manifest.yaml").write_text(f"written by {role}\n")
+        (tree / "kernel.py").write_text("SPEED = 150.0\n" if role == "candidate" else "SPEED = 100.0\n")
+    caches = {role: triton_cache_env(tree)["TRITON_CACHE_DIR"] for role, tree in trees.items()}
+    assert caches["incumbent"] != caches["candidate"]
+    assert caches["incumbent"] == caches["again"]  # the same code; only campaigns/ differs

@@ -74,7 +74,7 @@ _cache = {{}}
 def _key(a, b):
     kind = "{{kind}}"
     if kind == "id":
-        return (id(a), id(b))
+        return (id(a), id(b), tuple(a.shape), tuple(b.shape))
     return (a.data_ptr(), b.data_ptr(), a._version, b._version, tuple(a.shape), tuple(b.shape))
 
 
@@ -152,8 +152,6 @@ def test_an_identity_keyed_cache_gains_nothing_or_fails(tmp_path: Path, kind: st
     for row in rows(csv_text):
         if row["Check"] == "PASS":
             assert float(row["Forward Time (ms)"]) >= 0.9 * SLOW_MS, (row, process.stderr)
-        elif row["Check"] == "ERROR":  # an id reused across shapes: the stale result did not even fit
-            assert f"{row['label']}: ERROR" in process.stderr, (row, process.stderr)
         else:
             assert row["Check"] == "FAIL", (row, process.stderr)
             assert (

@@ -67,7 +67,7 @@ def import_bundle(repo_path: Path, path: Path) -> SyncResult:
             f"{path} holds {len(names)} campaigns ({', '.join(names) or 'none'}), not one",
             "import a bundle written by `git campaign export NAME`",
         )
-    name = check_name(names[0])
+    name = check_name(names[0], repo)
     label = f"_import-{os.getpid()}"  # a private tracking namespace, dropped afterwards
     with g.campaign_lock(repo, name):
         try:

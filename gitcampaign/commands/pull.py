@@ -38,5 +38,5 @@ def pull(
 def _campaign_name(repo: Repo, name: str | None) -> str:
     """A campaign this clone may not have yet (pulling it is how it arrives) must be named."""
     if name and name not in campaigns(repo):
-        return check_name(name)
+        return check_name(name, repo)
     return resolve(repo, name)

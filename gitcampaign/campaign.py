@@ -27,7 +27,6 @@ from gitcampaign.vocabulary import Phase, Status
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 # The names callers used before `Status` owned the words.
-STATUS_BASELINE = Status.BASELINE
 STATUS_ACCEPTED = Status.ACCEPTED
 STATUS_REJECTED = Status.REJECTED
 STATUS_OPEN = Status.OPEN

@@ -86,6 +86,7 @@ def fingerprint(timeout_s: float = 120.0) -> dict[str, object]:
     return info
 
 
+@functools.cache  # nvidia-smi is slow; the driver does not change within a process
 def _driver_version() -> str:
     if shutil.which("nvidia-smi") is None:
         return "none"

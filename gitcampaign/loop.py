@@ -17,7 +17,7 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import verdict
 from gitcampaign.campaign import opened
-from gitcampaign.commands.baseline import BaselineResult, baseline
+from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
@@ -60,22 +60,11 @@ class NextRun:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "performed": [{"step": done.step, "result": _summary(done.result)} for done in self.performed],
+            "performed": [
+                {"step": done.step, "result": dict(done.result.to_json())} for done in self.performed
+            ],
             "next": asdict(self.then),
         }
-
-
-def _summary(result: Any) -> dict[str, Any]:
-    if hasattr(result, "to_json"):
-        return dict(result.to_json())
-    if isinstance(result, BaselineResult):  # its CSV table stays in the note, not in this summary
-        return {
-            "commit": result.commit,
-            "aggregate": result.aggregate,
-            "representative_shapes": result.representative,
-            "noise_floor": asdict(result.noise),
-        }
-    return asdict(result)
 
 
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:

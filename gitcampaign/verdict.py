@@ -29,12 +29,6 @@ from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.vocabulary import Decision, Phase, StrEnum
 
-# The names callers used before `Phase` owned the words.
-PHASE_BASELINE = Phase.BASELINE
-PHASE_VALIDATE = Phase.VALIDATE
-PHASE_OVERRIDE = Phase.OVERRIDE
-PHASE_REPORT = Phase.REPORT
-
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()

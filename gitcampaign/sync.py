@@ -298,6 +298,9 @@ def integrate(
         ours = campaign_refs(repo, name)
         comparison = compare(repo, ours, theirs)
     behind = comparison.refs_in(BEHIND)
+    checked_out = g.head_ref_name(repo)  # refused before anything moves, not halfway
+    if any(ref == checked_out for ref in behind):
+        g.require_clean(repo, f"move the checked-out {checked_out} to {source}'s")
     for notes_ref in NOTES_REFS:  # notes first: a ref never points at a commit without its notes
         state = comparison.states.get(notes_ref)
         if state == BEHIND:
@@ -309,9 +312,6 @@ def integrate(
     for ref in behind:
         if ref.startswith(CampaignRef.rejected_prefix(name)):
             _move(repo, ref, theirs[ref], None, source, result)
-    checked_out = g.head_ref_name(repo)
-    if any(ref == checked_out for ref in behind):
-        g.require_clean(repo, f"move the checked-out {checked_out} to {source}'s")
     for ref in behind:
         if ref.startswith(HEADS):
             branch = ref[len(HEADS) :]

@@ -261,3 +261,18 @@ def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tup
     push(bob, None)
     pull(alice, None)
     assert refs(alice) == refs(bob) == refs(origin)
+
+
+def test_a_dirty_tree_stops_the_pull_before_anything_moves(team: tuple[Path, Path, Path]) -> None:
+    """Bob has the accepted line checked out with an edit; Alice accepted a round: the pull that
+    would move his checked-out branch refuses first, with his notes and pins as they were."""
+    alice, bob, _ = team
+    commit_round(alice, "bigger tiles", 120)
+    assert validate(alice, None, probe=False).decision in C.ACCEPTED
+    push(alice, None)
+    git(bob, "checkout", "-q", C.main_branch(NAME))
+    (bob / "kernel.py").write_text((bob / "kernel.py").read_text() + "# an edit in progress\n")
+    before = refs(bob)
+    with pytest.raises(CampaignError):
+        pull(bob, None)
+    assert refs(bob) == before

@@ -152,7 +152,29 @@ def preset_names() -> list[str]:
 
 
 def preset(spec: str) -> list[Shape]:
-    """A preset by name; `NAME:mbs=1` (or `mbs=1,2`) keeps only those micro-batch sizes."""
+    """A preset by name; `NAME:mbs=1` (or `mbs=1,2`) keeps only those micro-batch sizes. Several
+    presets join with commas (`llama3.1-8b:mbs=1,llama3.1-70b:mbs=1`): a bare number after a comma
+    continues the micro-batch list before it."""
+    parts: list[str] = []
+    for item in spec.split(","):
+        if item.strip().isdigit() and parts:
+            parts[-1] += "," + item.strip()
+        else:
+            parts.append(item.strip())
+    if len(parts) == 1:
+        return _one_preset(parts[0])
+    shapes = [shape for part in parts for shape in _one_preset(part)]
+    labels = [shape.label for shape in shapes]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise CampaignError(
+            f"shape presets {spec!r} name {', '.join(repeated)} more than once",
+            "list each preset (and micro-batch size) once",
+        )
+    return shapes
+
+
+def _one_preset(spec: str) -> list[Shape]:
     name, _, option = spec.partition(":")
     mbs_list: tuple[int, ...] = _MBS
     if option:

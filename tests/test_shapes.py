@@ -32,3 +32,12 @@ def test_every_preset_builds_distinct_labels() -> None:
     for name in preset_names():
         shapes = preset(name)
         assert shapes and len({s.label for s in shapes}) == len(shapes), name
+
+
+def test_presets_join_with_commas_and_keep_their_micro_batch_lists() -> None:
+    joined = preset("llama3.1-8b:mbs=1,2,llama3.1-70b:mbs=1")
+    assert [s.label for s in joined] == [s.label for s in preset("llama3.1-8b:mbs=1,2")] + [
+        s.label for s in preset("llama3.1-70b:mbs=1")
+    ]
+    with pytest.raises(CampaignError, match="more than once"):
+        preset("llama3.1-8b:mbs=1,llama3.1-8b:mbs=1")

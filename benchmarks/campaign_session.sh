@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Run campaign steps on a bare GPU machine and bring the lineage back, one lane per GPU:
+#   bash benchmarks/campaign_session.sh PLAN OUTDIR
+# The project arrives as a git bundle of its branches (REPO_BUNDLE, default .xfer/repo.bundle: make it
+# with `git bundle create .xfer/repo.bundle --branches`); every campaign already kept in the tree
+# (campaigns/NAME/lineage.bundle) is imported first, so rounds continue where the last machine stopped.
+# PLAN is a bash file defining lane0, lane1, ... (lane N runs on GPU N, in its own clone, all lanes at
+# once); inside a lane:
+#   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent)
+#   round_from NAME REF   open a round of NAME and put commit REF (a branch of the bundle) on it
+#                         (its message carries the Hypothesis:/Change: lines), then validate it
+# Each lane ends with `git campaign export` of every campaign it touched; OUTDIR/laneN.tgz holds the
+# bundles (campaigns/NAME/lineage.bundle) and every command's output. LANE_S (default 520) is each
+# lane's budget in seconds.
+set -uo pipefail
+plan=$(realpath "$1")
+out=$(realpath -m "$2")
+project=$PWD
+bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
+budget=${LANE_S:-520}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+started=$(date +%s)
+left() { echo $((budget - ($(date +%s) - started))); }
+
+lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
+  local n=$1 dir=/tmp/campaign-lane$1
+  rm -rf "$dir" && mkdir -p "$dir/log"
+  git clone -q -b main "$bundle" "$dir/repo" || return
+  cd "$dir/repo" || return
+  git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
+  for b in "$bundle"; do git fetch -q "$b" 'refs/heads/*:refs/remotes/xfer/*'; done
+  export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH}
+  local step=0
+  gc() {
+    local limit
+    limit=$(left)
+    step=$((step + 1))
+    if ((limit < 20)); then
+      echo "lane$n step $step: skipped (budget spent): git campaign $*" | tee -a "$dir/log/steps.txt"
+      return 1
+    fi
+    echo "lane$n step $step $(date -u +%T) (${limit}s left): git campaign $*" | tee -a "$dir/log/steps.txt"
+    timeout -s INT -k 30 "$limit" python3 -m gitcampaign "$@" >"$dir/log/$step.out" 2>"$dir/log/$step.err"
+    local code=$?
+    echo "lane$n step $step $(date -u +%T): exit $code" | tee -a "$dir/log/steps.txt"
+    tail -3 "$dir/log/$step.out" | sed "s/^/lane$n   /"
+    return $code
+  }
+  round_from() {
+    local name=$1 ref=$2
+    gc -c "$name" round -m "$(git log -1 --format=%s "xfer/$ref")" || return
+    git cherry-pick "xfer/$ref" >>"$dir/log/steps.txt" 2>&1 || { git cherry-pick --abort; return 1; }
+    gc -c "$name" validate
+  }
+  for f in campaigns/*/lineage.bundle; do
+    [[ -f $f ]] && gc import "$f"
+  done
+  "lane$n"
+  for m in $(git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main'); do
+    local name=${m#campaign/}
+    name=${name%/main}
+    python3 -m gitcampaign export "$name" "$dir/log/$name.bundle" >>"$dir/log/steps.txt" 2>&1
+    python3 -m gitcampaign -c "$name" log >"$dir/log/$name-log.txt" 2>&1
+  done
+  tar czf "$out/lane$n.tgz" -C "$dir" log
+}
+
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+} 2>&1 | tee "$out/versions.txt"
+# shellcheck source=/dev/null
+source "$plan"
+pids=()
+for n in $(declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p'); do
+  (lane "$n") &
+  pids+=($!)
+done
+wait "${pids[@]}"
+echo "done $(date -u +%FT%TZ) after $(($(date +%s) - started)) s"

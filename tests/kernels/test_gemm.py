@@ -14,6 +14,10 @@ from kernels import gemm as gemm_module
 from kernels.gemm import gemm
 from tests.kernels.helpers import gpu, snr_db
 
+# Tensors live where the kernels run: the GPU when there is one (compiled kernels), else the CPU
+# (Triton's interpreter). A CPU tensor handed to a compiled kernel cannot be read.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 # SNR floors (dB). fp16/bf16: docs/harness.md's 40 dB; rounding the output alone gives ~65 dB for fp16
 # and ~50 dB for bf16, so 40 leaves room for fp32 accumulation order but catches any wrong tile.
 # fp32: output rounding is ~140 dB; 100 dB still catches a single wrong element in these sizes.
@@ -67,24 +71,27 @@ def assert_matches_reference(a: torch.Tensor, b: torch.Tensor) -> None:
 )
 def test_matches_float64_reference(m: int, n: int, k: int, dtype: torch.dtype) -> None:
     torch.manual_seed(m * 1000 + n + k)
-    assert_matches_reference(torch.randn(m, k, dtype=dtype), torch.randn(n, k, dtype=dtype))
+    assert_matches_reference(
+        torch.randn(m, k, dtype=dtype, device=DEVICE), torch.randn(n, k, dtype=dtype, device=DEVICE)
+    )
 
 
 def test_every_output_element_is_written(nan_poisoned_empty: None) -> None:
     # Outputs start as NaN: a tile or edge the kernels skip (forward, dA or dB) fails the SNR floor.
     torch.manual_seed(1)
     assert_matches_reference(
-        torch.randn(130, 70, dtype=torch.float16), torch.randn(100, 70, dtype=torch.float16)
+        torch.randn(130, 70, dtype=torch.float16, device=DEVICE),
+        torch.randn(100, 70, dtype=torch.float16, device=DEVICE),
     )
 
 
 def strided(rows: int, cols: int, layout: str) -> torch.Tensor:
     """A rows x cols fp16 view: `row_major`, `transposed` (column-major storage) or `sliced`."""
     if layout == "transposed":
-        return torch.randn(cols, rows, dtype=torch.float16).t()
+        return torch.randn(cols, rows, dtype=torch.float16, device=DEVICE).t()
     if layout == "sliced":
-        return torch.randn(rows, 2 * cols, dtype=torch.float16)[:, ::2]
-    return torch.randn(rows, cols, dtype=torch.float16)
+        return torch.randn(rows, 2 * cols, dtype=torch.float16, device=DEVICE)[:, ::2]
+    return torch.randn(rows, cols, dtype=torch.float16, device=DEVICE)
 
 
 @pytest.mark.parametrize(
@@ -106,11 +113,11 @@ def test_strided_inputs_need_no_copy(a_layout: str, b_layout: str) -> None:
 def test_expanded_grad_out() -> None:
     # out.sum().backward() hands backward a stride-0 grad_out; the kernel must read it as is.
     torch.manual_seed(3)
-    a = torch.randn(70, 64, dtype=torch.float32, requires_grad=True)
-    b = torch.randn(90, 64, dtype=torch.float32, requires_grad=True)
+    a = torch.randn(70, 64, dtype=torch.float32, requires_grad=True, device=DEVICE)
+    b = torch.randn(90, 64, dtype=torch.float32, requires_grad=True, device=DEVICE)
     gemm(a, b).sum().backward()
     assert a.grad is not None and b.grad is not None
-    ones = torch.ones(70, 90, dtype=torch.float64)
+    ones = torch.ones(70, 90, dtype=torch.float64, device=DEVICE)
     assert snr_db(ones @ b.double(), a.grad) >= SNR_FLOOR_DB[torch.float32]
     assert snr_db(ones.T @ a.double(), b.grad) >= SNR_FLOOR_DB[torch.float32]
 
@@ -125,24 +132,30 @@ def test_expanded_grad_out() -> None:
 )
 def test_zero_size_dimensions(m: int, n: int, k: int) -> None:
     torch.manual_seed(4)
-    a = torch.randn(m, k, requires_grad=True)
-    b = torch.randn(n, k, requires_grad=True)
+    a = torch.randn(m, k, requires_grad=True, device=DEVICE)
+    b = torch.randn(n, k, requires_grad=True, device=DEVICE)
     out = gemm(a, b)
     assert out.shape == (m, n)
-    assert torch.equal(out, torch.zeros(m, n))
-    out.backward(torch.randn(m, n))
+    assert torch.equal(out, torch.zeros(m, n, device=DEVICE))
+    out.backward(torch.randn(m, n, device=DEVICE))
     assert a.grad is not None and b.grad is not None
-    assert torch.equal(a.grad, torch.zeros(m, k)) and torch.equal(b.grad, torch.zeros(n, k))
+    assert torch.equal(a.grad, torch.zeros(m, k, device=DEVICE)) and torch.equal(
+        b.grad, torch.zeros(n, k, device=DEVICE)
+    )
 
 
 @pytest.mark.parametrize(
     ("a", "b", "message"),
     [
-        (torch.randn(4, 8, dtype=torch.float16), torch.randn(4, 8), "one dtype"),
-        (torch.randint(0, 5, (4, 8)), torch.randint(0, 5, (4, 8)), "supports"),
-        (torch.randn(2, 4, 8), torch.randn(4, 8), "2-D"),
-        (torch.randn(4, 8), torch.randn(8), "2-D"),
-        (torch.randn(4, 8), torch.randn(8, 4), "same K"),
+        (
+            torch.randn(4, 8, dtype=torch.float16, device=DEVICE),
+            torch.randn(4, 8, device=DEVICE),
+            "one dtype",
+        ),
+        (torch.randint(0, 5, (4, 8), device=DEVICE), torch.randint(0, 5, (4, 8), device=DEVICE), "supports"),
+        (torch.randn(2, 4, 8, device=DEVICE), torch.randn(4, 8, device=DEVICE), "2-D"),
+        (torch.randn(4, 8, device=DEVICE), torch.randn(8, device=DEVICE), "2-D"),
+        (torch.randn(4, 8, device=DEVICE), torch.randn(8, 4, device=DEVICE), "same K"),
         (torch.randn(4, 8), torch.randn(4, 8, device="meta"), "one device"),
     ],
     ids=["dtype-mismatch", "integer-dtype", "a-3d", "b-1d", "k-mismatch", "device-mismatch"],
@@ -154,8 +167,8 @@ def test_bad_inputs_raise_value_error(a: torch.Tensor, b: torch.Tensor, message:
 
 def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(5)
-    a = torch.randn(100, 80, dtype=torch.float32)
-    b = torch.randn(120, 80, dtype=torch.float32)
+    a = torch.randn(100, 80, dtype=torch.float32, device=DEVICE)
+    b = torch.randn(120, 80, dtype=torch.float32, device=DEVICE)
     ours = run_gemm(a, b)
     monkeypatch.setenv("KERNELS_GEMM_BACKEND", "torch")
     theirs = run_gemm(a, b)
@@ -173,7 +186,7 @@ def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELS_GEMM_BACKEND", "cublas")
     with pytest.raises(ValueError, match="KERNELS_GEMM_BACKEND"):
-        gemm(torch.randn(4, 8), torch.randn(4, 8))
+        gemm(torch.randn(4, 8, device=DEVICE), torch.randn(4, 8, device=DEVICE))
 
 
 def test_cpu_config_is_one_64_tile() -> None:

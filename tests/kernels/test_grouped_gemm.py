@@ -14,6 +14,10 @@ from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limit
 from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import gpu, snr_db
 
+# Tensors live where the kernels run: the GPU when there is one (compiled kernels), else the CPU
+# (Triton's interpreter). A CPU tensor handed to a compiled kernel cannot be read.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
 # SNR floors (dB): fp16/bf16 per docs/harness.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
 # fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.
 SNR_FLOOR_DB = {torch.float16: 40.0, torch.bfloat16: 40.0, torch.float32: 100.0}
@@ -66,10 +70,12 @@ def test_every_distribution_matches_reference(dist: str) -> None:
     # 200 rows over 4 experts: no distribution gives tile-multiple groups; N = 72 and K = 96 are off
     # the 64 tile too, so the column and K tails are exercised with every load pattern.
     generator = torch.Generator().manual_seed(11)
-    group_sizes = make_group_sizes(dist, 200, 4, generator)
+    group_sizes = make_group_sizes(dist, 200, 4, generator, device=DEVICE)
     torch.manual_seed(12)
     assert_matches_reference(
-        torch.randn(200, 96, dtype=torch.float16), torch.randn(4, 72, 96, dtype=torch.float16), group_sizes
+        torch.randn(200, 96, dtype=torch.float16, device=DEVICE),
+        torch.randn(4, 72, 96, dtype=torch.float16, device=DEVICE),
+        group_sizes,
     )
 
 
@@ -87,9 +93,11 @@ def test_hand_picked_group_sizes(sizes: list[int], dtype: torch.dtype, nan_poiso
     # torch.empty is NaN-poisoned: every element of out, dA and dB (empty groups too) must be written.
     torch.manual_seed(13)
     total = sum(sizes)
-    group_sizes = torch.tensor(sizes, dtype=torch.int64)
+    group_sizes = torch.tensor(sizes, dtype=torch.int64, device=DEVICE)
     grad_b = assert_matches_reference(
-        torch.randn(total, 80, dtype=dtype), torch.randn(4, 136, 80, dtype=dtype), group_sizes
+        torch.randn(total, 80, dtype=dtype, device=DEVICE),
+        torch.randn(4, 136, 80, dtype=dtype, device=DEVICE),
+        group_sizes,
     )
     assert not grad_b.isnan().any()
 
@@ -104,30 +112,30 @@ def test_hand_picked_group_sizes(sizes: list[int], dtype: torch.dtype, nan_poiso
 def test_strided_inputs(a_transposed: bool, b_transposed: bool) -> None:
     torch.manual_seed(14)
     a = (
-        torch.randn(96, 150, dtype=torch.float16).t()
+        torch.randn(96, 150, dtype=torch.float16, device=DEVICE).t()
         if a_transposed
-        else torch.randn(150, 96, dtype=torch.float16)
+        else torch.randn(150, 96, dtype=torch.float16, device=DEVICE)
     )
     b = (
-        torch.randn(3, 96, 70, dtype=torch.float16).transpose(1, 2)
+        torch.randn(3, 96, 70, dtype=torch.float16, device=DEVICE).transpose(1, 2)
         if b_transposed
-        else torch.randn(3, 70, 96, dtype=torch.float16)
+        else torch.randn(3, 70, 96, dtype=torch.float16, device=DEVICE)
     )
-    assert_matches_reference(a, b, torch.tensor([64, 0, 86]))
+    assert_matches_reference(a, b, torch.tensor([64, 0, 86], device=DEVICE))
 
 
 def test_single_group_is_a_plain_gemm() -> None:
     # G = 1 (a dense layer as a grouped GEMM): the group lookup works on a 1-wide vector.
     torch.manual_seed(16)
     assert_matches_reference(
-        torch.randn(130, 72, dtype=torch.float16),
-        torch.randn(1, 100, 72, dtype=torch.float16),
-        torch.tensor([130]),
+        torch.randn(130, 72, dtype=torch.float16, device=DEVICE),
+        torch.randn(1, 100, 72, dtype=torch.float16, device=DEVICE),
+        torch.tensor([130], device=DEVICE),
     )
 
 
 def _inputs(total: int = 8, groups: int = 2, k: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.randn(total, k), torch.randn(groups, 4, k)
+    return torch.randn(total, k, device=DEVICE), torch.randn(groups, 4, k, device=DEVICE)
 
 
 @pytest.mark.parametrize(
@@ -148,13 +156,13 @@ def _inputs(total: int = 8, groups: int = 2, k: int = 16) -> tuple[torch.Tensor,
 )
 def test_bad_inputs_raise_value_error(case: str, message: str) -> None:
     a, b = _inputs()
-    sizes = torch.tensor([3, 5])
+    sizes = torch.tensor([3, 5], device=DEVICE)
     if case == "sizes-too-short":
-        sizes = torch.tensor([8])
+        sizes = torch.tensor([8], device=DEVICE)
     elif case == "sizes-wrong-sum":
-        sizes = torch.tensor([3, 4])
+        sizes = torch.tensor([3, 4], device=DEVICE)
     elif case == "sizes-negative":
-        sizes = torch.tensor([-1, 9])
+        sizes = torch.tensor([-1, 9], device=DEVICE)
     elif case == "sizes-int32":
         sizes = sizes.to(torch.int32)
     elif case == "sizes-2d":
@@ -162,13 +170,13 @@ def test_bad_inputs_raise_value_error(case: str, message: str) -> None:
     elif case == "b-2d":
         b = b[0]
     elif case == "k-mismatch":
-        b = torch.randn(2, 4, 12)
+        b = torch.randn(2, 4, 12, device=DEVICE)
     elif case == "dtype-mismatch":
         b = b.half()
     elif case == "integer-dtype":
         a, b = a.long(), b.long()
     elif case == "no-groups":
-        b, sizes = torch.randn(0, 4, 16), torch.tensor([], dtype=torch.int64)
+        b, sizes = torch.randn(0, 4, 16, device=DEVICE), torch.tensor([], dtype=torch.int64, device=DEVICE)
     elif case == "device-mismatch":
         sizes = sizes.to("meta")
     with pytest.raises(ValueError, match=message):
@@ -177,8 +185,8 @@ def test_bad_inputs_raise_value_error(case: str, message: str) -> None:
 
 def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(15)
-    a, b = torch.randn(150, 64), torch.randn(3, 100, 64)
-    group_sizes = torch.tensor([70, 0, 80])
+    a, b = torch.randn(150, 64, device=DEVICE), torch.randn(3, 100, 64, device=DEVICE)
+    group_sizes = torch.tensor([70, 0, 80], device=DEVICE)
     ours = run_grouped(a, b, group_sizes)
     monkeypatch.setenv("KERNELS_GROUPED_GEMM_BACKEND", "torch")
     theirs = run_grouped(a, b, group_sizes)
@@ -193,7 +201,7 @@ def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("total", "groups"), [(0, 4), (7, 8), (1000, 8), (32768, 32)])
 def test_make_group_sizes_sums_exactly(dist: str, total: int, groups: int) -> None:
     # (7, 8): fewer rows than experts; (32768, 32): a DeepSeek-V3 rank at micro-batch 1.
-    sizes = make_group_sizes(dist, total, groups, torch.Generator().manual_seed(16))
+    sizes = make_group_sizes(dist, total, groups, torch.Generator().manual_seed(16), device=DEVICE)
     assert sizes.dtype == torch.int64 and sizes.shape == (groups,)
     assert int(sizes.sum()) == total and bool((sizes >= 0).all())
 
@@ -201,34 +209,40 @@ def test_make_group_sizes_sums_exactly(dist: str, total: int, groups: int) -> No
 def test_make_group_sizes_shapes_of_each_distribution() -> None:
     generator = torch.Generator().manual_seed(17)
     total, groups = 4096, 8
-    uniform = make_group_sizes("uniform", total + 3, groups, generator)
+    uniform = make_group_sizes("uniform", total + 3, groups, generator, device=DEVICE)
     assert int(uniform.max() - uniform.min()) <= 1
     for _ in range(5):
-        hot = make_group_sizes("hot_half", total, groups, generator)
+        hot = make_group_sizes("hot_half", total, groups, generator, device=DEVICE)
         assert int(hot.max()) >= total / 2
-        empty = make_group_sizes("empty_one", total, groups, generator)
+        empty = make_group_sizes("empty_one", total, groups, generator, device=DEVICE)
         assert int((empty == 0).sum()) >= 1 and int(empty.sum()) == total
         for dist in ("top2_cf1.0", "top1_cf1.25"):
             # A random router is imbalanced, so the busiest expert is above the mean.
-            assert int(make_group_sizes(dist, total, groups, generator).max()) > total // groups
+            assert (
+                int(make_group_sizes(dist, total, groups, generator, device=DEVICE).max()) > total // groups
+            )
 
 
 def test_capacity_limit_caps_busy_experts() -> None:
     # Shares 0.5/0.3/0.1/0.1 over 4 experts at cf 1.0: the two busy ones are capped at the same
     # count and the others keep their routed ratio to it (0.1 / 0.25); the sum stays exact.
-    sizes = capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 7000, 1.0)
+    sizes = capacity_limited(
+        torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64, device=DEVICE), 7000, 1.0
+    )
     assert sizes.tolist() == [2500, 2500, 1000, 1000]
     # At cf 1.25 only the 0.5 expert overflows its 0.3125 capacity.
-    sizes = capacity_limited(torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64), 8125, 1.25)
+    sizes = capacity_limited(
+        torch.tensor([0.5, 0.3, 0.1, 0.1], dtype=torch.float64, device=DEVICE), 8125, 1.25
+    )
     assert sizes.tolist() == [3125, 3000, 1000, 1000]
 
 
 def test_make_group_sizes_is_random_per_call_and_reproducible() -> None:
     generator = torch.Generator().manual_seed(18)
-    first = make_group_sizes("top1_cf1.25", 4096, 16, generator)
-    second = make_group_sizes("top1_cf1.25", 4096, 16, generator)
+    first = make_group_sizes("top1_cf1.25", 4096, 16, generator, device=DEVICE)
+    second = make_group_sizes("top1_cf1.25", 4096, 16, generator, device=DEVICE)
     assert not torch.equal(first, second), "each repeat must get a fresh routing"
-    again = make_group_sizes("top1_cf1.25", 4096, 16, torch.Generator().manual_seed(18))
+    again = make_group_sizes("top1_cf1.25", 4096, 16, torch.Generator().manual_seed(18), device=DEVICE)
     assert torch.equal(first, again), "the same seed must give the same routing"
 
 
@@ -243,7 +257,7 @@ def test_make_group_sizes_is_random_per_call_and_reproducible() -> None:
 )
 def test_make_group_sizes_rejects(dist: str, total: int, groups: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        make_group_sizes(dist, total, groups)
+        make_group_sizes(dist, total, groups, device=DEVICE)
 
 
 @gpu

@@ -7,8 +7,10 @@
 # PLAN is a bash file defining lane0, lane1, ... (lane N runs on GPU N, in its own clone, all lanes at
 # once); inside a lane:
 #   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent)
-#   round_from NAME REF   open a round of NAME and put commit REF (a branch of the bundle) on it
-#                         (its message carries the Hypothesis:/Change: lines), then validate it
+#   round_from NAME REF [ARGS...]   open a round of NAME, put commit REF (a branch of the bundle) on
+#                         it (its message carries the Hypothesis:/Change: lines), validate it (ARGS)
+#   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
+# A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # Each lane ends with `git campaign export` of every campaign it touched; OUTDIR/laneN.tgz holds the
 # bundles (campaigns/NAME/lineage.bundle) and every command's output. LANE_S (default 520) is each
 # lane's budget in seconds.
@@ -49,9 +51,19 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   }
   round_from() {
     local name=$1 ref=$2
+    shift 2
     gc -c "$name" round -m "$(git log -1 --format=%s "xfer/$ref")" || return
     git cherry-pick "xfer/$ref" >>"$dir/log/steps.txt" 2>&1 || { git cherry-pick --abort; return 1; }
-    gc -c "$name" validate
+    gc -c "$name" validate "$@"
+  }
+  timed() {
+    local name=$1 limit
+    shift
+    limit=$(left)
+    ((limit < 20)) && return 1
+    echo "lane$n $(date -u +%T) (${limit}s left): $name: $*" | tee -a "$dir/log/steps.txt"
+    timeout -s INT -k 10 "$limit" "$@" >"$dir/log/$name.txt" 2>&1
+    echo "lane$n $(date -u +%T): $name exit $?" | tee -a "$dir/log/steps.txt"
   }
   for f in campaigns/*/lineage.bundle; do
     [[ -f $f ]] && gc import "$f"

@@ -1,37 +1,50 @@
 """Dense GEMM `gemm(a, b) = a @ b.T` in the `torch.nn.functional.linear` layout, forward and backward.
 
-Algorithm: the classic tiled Triton matmul. Each program owns one BLOCK_M x BLOCK_N tile of the
-output, walks K in BLOCK_K steps, accumulates in fp32 with `tl.dot` and casts once on store.
-Programs are ordered in GROUP_M-tall column bands (swizzled tile order) so that tiles running at the
-same time share rows of A and columns of B in L2.
-
-One generic kernel computes C = A @ Bᵀ for any strides, so the three products of a training step
-are the same kernel on views, with no copy:
+One product C = A @ Bᵀ (M x N, reduction K) serves the three products of a training step, on views
+with no copy:
     forward  out = a    @ bᵀ      A = a    (M x K)   B = b    (N x K)
     dA       da  = dout @ b       A = dout (M x N)   B = bᵀ   (K x N)
     dB       db  = doutᵀ @ a      A = doutᵀ (N x M)  B = aᵀ   (K x M)
-Triton specialises integer arguments equal to 1 (and marks those divisible by 16), so a unit stride
-along either dimension still gets vectorised, pipelined loads (checked by compiling all three layouts
-for sm90); the autotune key includes the reduction strides so each layout is tuned on its own.
 
-Grid: (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),), one program per output tile.
+Main path (`_matmul_nt_kernel`, 16-bit inputs): a persistent matmul that reads A and B through TMA
+tensor descriptors built on the device. The grid is min(#SMs, #tiles) programs; program p walks the
+output tiles p, p + #SMs, ... in GROUP_M-swizzled order (`tile_pid`, so tiles running at the same
+time share rows of A and columns of B in L2) in one `tl.range(..., flatten=True)` loop, which lets
+the compiler pipeline the next tile's loads under the current tile's last steps and epilogue. Each
+tile accumulates BLOCK_K steps in fp32 with `tl.dot` and stores through a C descriptor, cast once;
+EPILOGUE_SUBTILE stores the tile as two BLOCK_N/2 halves, halving the staging shared memory.
+TMA zero-fills loads outside the tensor and clips stores, so edges need no masks.
 
-Pointer arguments of `_matmul_nt_kernel` (element strides, any layout):
-    a_ptr  A, M x K, element (m, k) at m * stride_am + k * stride_ak
-    b_ptr  B, N x K, element (n, k) at n * stride_bn + k * stride_bk
-    c_ptr  C, M x N, element (m, n) at m * stride_cm + n * stride_cn (written, every element)
+Layouts: a descriptor needs a unit last stride, so each operand's descriptor is chosen from its
+view's strides (constexpr A_T / B_T, part of the autotune key so each layout tunes on its own):
+    A (M x K)  stride(1) == 1: descriptor over [M, K], load [BLOCK_M, BLOCK_K]          (A_T = 0)
+               stride(0) == 1: the transpose of a row-major K x M tensor: descriptor over
+                               [K, M], load [BLOCK_K, BLOCK_M], `.T` in shared memory    (A_T = 1)
+    B (N x K)  stride(1) == 1: descriptor over [N, K], load [BLOCK_N, BLOCK_K], `.T`     (B_T = 0)
+               stride(0) == 1: descriptor over [K, N], load [BLOCK_K, BLOCK_N] as is     (B_T = 1)
+The forward is (0, 0), dA is (0, 1), dB is (1, 0). wgmma reads either major order from shared
+memory, so a `.T` is a view of the staged tile, not a data movement.
 
-Edges: loads are masked on M, N and K only where that dimension is not a multiple of its block
-(EVEN_* heuristics, decided at compile time), so the Llama shapes run mask-free loads; the store
-is masked. Edges use masks rather than folding indices back with a modulo because a modulo hides the
-contiguity of the unit-stride dimension of transposed operands, which stops vectorised, pipelined loads.
-Row/column offsets are int64 before they multiply a stride, so M*K past 2**31 elements is safe.
+Arguments of `_matmul_nt_kernel`: a_ptr / b_ptr / c_ptr base pointers; stride_a, stride_b, stride_c
+the one non-unit element stride of each (the row stride of the descriptor's [rows, cols] view above,
+C being a new row-major M x N tensor); NUM_SMS the persistent grid size.
+
+Fallback (`_matmul_nt_pointer_kernel`): where TMA cannot read a view — fp32 inputs (kept on full-fp32
+`ieee` dots), a base pointer not 16-byte aligned, a non-unit stride that is not a positive multiple
+of 16 bytes (N not a multiple of 8 for the output), or no unit stride at all (a strided slice, an
+expanded grad_out) — the classic tiled pointer kernel runs: one program per output tile, element
+(m, k) of A at m * stride_am + k * stride_ak (likewise B and C), int64 offsets, loads masked only on
+the dimensions that are not a multiple of their block (EVEN_* heuristics), store masked.
 
 Backend: `KERNELS_GEMM_BACKEND=triton|torch` (torch = `torch.nn.functional.linear`, cuBLAS on a GPU).
-Pin one autotune config with `KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,...`.
+Pin one autotune config for both kernels with
+`KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,EPILOGUE_SUBTILE=1,num_warps=8,...`
+(the pointer kernel ignores EPILOGUE_SUBTILE).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -44,10 +57,34 @@ from kernels._common import matmul_config as _config
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_CONFIG"
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and non-unit strides
 
 
-def _hopper_configs() -> list[triton.Config]:
-    """Autotune candidates for sm90 with 16-bit inputs (shared memory: 227 KiB per SM)."""
+def _tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool) -> triton.Config:
+    config = _config(bm, bn, bk, warps, stages)
+    config.kwargs["EPILOGUE_SUBTILE"] = int(subtile)
+    return config
+
+
+def _tma_configs() -> list[triton.Config]:
+    """Autotune candidates of the TMA kernel on sm90 (227 KiB shared memory per SM)."""
+    return [
+        # Two warpgroups on a 128x256 tile, the best operand reuse per loaded byte: 48 KiB of
+        # operands per stage x 3, plus a 32 KiB (half) or 64 KiB (whole) staged C tile; the half
+        # tile makes room for a 4th stage (224 KiB compiled for sm90, under the 227 KiB limit).
+        _tma_config(128, 256, 64, 8, 3, subtile=True),
+        _tma_config(128, 256, 64, 8, 3, subtile=False),
+        _tma_config(128, 256, 64, 8, 4, subtile=True),
+        # The same tile the other way round: for dB (unit stride on M) the long side follows A.
+        _tma_config(256, 128, 64, 8, 3, subtile=True),
+        # 128x128: twice the tiles, for the shapes where 128x256 leaves SMs idle in the last wave.
+        _tma_config(128, 128, 64, 8, 4, subtile=False),
+        _tma_config(128, 128, 64, 4, 4, subtile=True),
+    ]
+
+
+def _pointer_configs() -> list[triton.Config]:
+    """Autotune candidates of the pointer kernel on sm90 with 16-bit inputs."""
     return [
         # Large tiles: two warpgroups feed wgmma; 48 KiB of operands per stage, 3-4 stages fit.
         _config(128, 256, 64, 8, 3),
@@ -64,12 +101,93 @@ def _hopper_configs() -> list[triton.Config]:
     ]
 
 
-# The interpreter runs one config (autotuning cannot time there); 64-wide tiles keep it fast.
-_CPU_CONFIG = _config(64, 64, 64, 4, 1)
+def _without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
+    """The configs minus the TMA-only key, so one pinned KERNELS_GEMM_CONFIG serves both kernels."""
+    return [
+        triton.Config(
+            {key: value for key, value in config.kwargs.items() if key != "EPILOGUE_SUBTILE"},
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+        for config in configs
+    ]
+
+
+# The interpreter runs one config (autotuning cannot time there); 64-wide tiles keep it fast, and
+# the TMA kernel's half-tile epilogue runs there because it is the one with more to get wrong.
+_CPU_CONFIG = _tma_config(64, 64, 64, 4, 1, subtile=True)
+# Persistent programs in the interpreter: few, so each walks several tiles as on a GPU.
+_INTERPRETER_SMS = 3
 
 
 @triton.autotune(
-    configs=pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV),
+    configs=pick_configs(_tma_configs(), _CPU_CONFIG, CONFIG_ENV),
+    key=["M", "N", "K", "A_T", "B_T"],
+)
+@triton.jit
+def _matmul_nt_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_a,
+    stride_b,
+    stride_c,
+    A_T: tl.constexpr,
+    B_T: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr = 0,
+):
+    if A_T:
+        a_desc = tl.make_tensor_descriptor(a_ptr, [K, M], [stride_a, 1], [BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_a, 1], [BLOCK_M, BLOCK_K])
+    if B_T:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_b, 1], [BLOCK_K, BLOCK_N])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [stride_b, 1], [BLOCK_N, BLOCK_K])
+    C_BLOCK_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_c, 1], [BLOCK_M, C_BLOCK_N])
+
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # The epilogue recomputes its tile from its own counter rather than reusing the loop's pid_m /
+    # pid_n: in the flattened loop the next tile's prologue is already under way by then.
+    tile_id_c = start_pid - NUM_SMS
+    for tile_id in tl.range(start_pid, num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = tile_pid(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M
+        offs_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k_tile in range(k_tiles):
+            offs_k = k_tile * BLOCK_K
+            a_tile = a_desc.load([offs_k, offs_m]).T if A_T else a_desc.load([offs_m, offs_k])
+            b_tile = b_desc.load([offs_k, offs_n]) if B_T else b_desc.load([offs_n, offs_k]).T
+            acc = tl.dot(a_tile, b_tile, acc)
+
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = tile_pid(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        offs_cm = pid_m * BLOCK_M
+        offs_cn = pid_n * BLOCK_N
+        if EPILOGUE_SUBTILE:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([offs_cm, offs_cn], left.to(c_ptr.dtype.element_ty))
+            c_desc.store([offs_cm, offs_cn + BLOCK_N // 2], right.to(c_ptr.dtype.element_ty))
+        else:
+            c_desc.store([offs_cm, offs_cn], acc.to(c_ptr.dtype.element_ty))
+
+
+@triton.autotune(
+    configs=_without_tma_keys(pick_configs(_pointer_configs(), _CPU_CONFIG, CONFIG_ENV)),
     key=["M", "N", "K", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -80,7 +198,7 @@ _CPU_CONFIG = _config(64, 64, 64, 4, 1)
     }
 )
 @triton.jit
-def _matmul_nt_kernel(
+def _matmul_nt_pointer_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
@@ -128,6 +246,36 @@ def _matmul_nt_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
+def _tma_transposed(view: torch.Tensor) -> bool | None:
+    """How a TMA descriptor reads a 2-D view: False over [rows, cols] (unit stride on dim 1), True
+    over [cols, rows] (unit stride on dim 0, the transpose of a row-major tensor), None if it cannot
+    (base or the other stride not 16-byte aligned, or no unit stride)."""
+    if view.data_ptr() % TMA_ALIGN_BYTES:
+        return None
+    for transposed, unit_dim in ((False, 1), (True, 0)):
+        outer_bytes = view.stride(1 - unit_dim) * view.element_size()
+        if view.stride(unit_dim) == 1 and outer_bytes > 0 and outer_bytes % TMA_ALIGN_BYTES == 0:
+            return transposed
+    return None
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    """Streaming multiprocessors of a CUDA device (a device property, looked up once per device)."""
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _INTERPRETER_SMS
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory where a kernel writes the descriptors it builds on the device."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
 def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a (M x K) @ b (N x K)ᵀ -> new contiguous M x N tensor of a's dtype; any strides, no copies."""
     _check_pair(a, b, "a", "b")
@@ -139,10 +287,38 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if k == 0:
         return out.zero_()
 
+    a_t, b_t = _tma_transposed(a), _tma_transposed(b)
+    if a.dtype != torch.float32 and a_t is not None and b_t is not None and _tma_transposed(out) is False:
+        if a.is_cuda:
+            # The allocator is a context variable: set it on every call, since autograd runs the
+            # backward on threads of its own where the caller's setting is not visible.
+            triton.set_allocator(_tma_scratch)
+        num_sms = _num_sms(a.device)
+
+        def persistent_grid(meta: dict[str, int]) -> tuple[int]:
+            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            return (min(num_sms, tiles),)
+
+        _matmul_nt_kernel[persistent_grid](
+            a,
+            b,
+            out,
+            m,
+            n,
+            k,
+            a.stride(1) if a_t else a.stride(0),
+            b.stride(1) if b_t else b.stride(0),
+            out.stride(0),
+            A_T=a_t,
+            B_T=b_t,
+            NUM_SMS=num_sms,
+        )
+        return out
+
     def grid(meta: dict[str, int]) -> tuple[int]:
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    _matmul_nt_kernel[grid](
+    _matmul_nt_pointer_kernel[grid](
         a,
         b,
         out,

@@ -219,6 +219,16 @@ def validate(
         result = ValidateResult(
             current.number, commit, Decision.REJECT, reasons, math.nan, (math.nan, math.nan), {}
         )
+        if gates["protected_changed"]:
+            # Say which, and why: a round that also adds tests is the usual case, and the tests
+            # belong on the project's branch after the campaign, not in the round that they judge.
+            result.notes.append(
+                f"protected paths changed: {', '.join(gates['protected_changed'])}; the harness, the "
+                "probe, the campaign folder and the test command's files are frozen at the baseline, "
+                "so a round cannot change what judges it: commit the kernel alone, land new tests "
+                "after the campaign"
+            )
+        result.notes += [f"lint: {finding}" for finding in gates["static"]]
         bench_raw: bytes | None = None
         if not reasons:
             job = HarnessJob(

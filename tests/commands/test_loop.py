@@ -276,6 +276,7 @@ def test_gates_reject_before_any_measurement(project: Path) -> None:
     assert result.shapes == {}  # nothing was measured
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
     assert any("W2" in finding for finding in docs[-1]["gates"]["static"])
+    assert any(note.startswith("lint: ") and "W2" in note for note in result.notes)
 
     open_round(project, None, "a friendlier harness")
     (project / "bench.py").write_text((project / "bench.py").read_text().replace("speed = ", "speed = 2 * "))
@@ -284,3 +285,4 @@ def test_gates_reject_before_any_measurement(project: Path) -> None:
     assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
     assert docs[-1]["gates"]["protected_changed"] == ["bench.py"]
+    assert any(note.startswith("protected paths changed: bench.py;") for note in result.notes)

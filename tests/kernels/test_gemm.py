@@ -7,6 +7,11 @@ raw bits).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -110,6 +115,110 @@ def test_strided_inputs_need_no_copy(a_layout: str, b_layout: str) -> None:
     assert_matches_reference(a, b)
 
 
+def misaligned(rows: int, cols: int) -> torch.Tensor:
+    """A row-major fp16 view whose base sits 2 bytes past an aligned allocation (aligned strides)."""
+    return torch.randn(rows * cols + 1, dtype=torch.float16, device=DEVICE)[1:].view(rows, cols)
+
+
+def forbid(monkeypatch: pytest.MonkeyPatch, kernel_name: str) -> None:
+    """Make launching gemm_module.<kernel_name> fail, to prove which path a case takes."""
+
+    class Forbidden:
+        def __getitem__(self, grid: object) -> None:
+            raise AssertionError(f"{kernel_name} ran, but this case belongs to the other path")
+
+    monkeypatch.setattr(gemm_module, kernel_name, Forbidden())
+
+
+@pytest.mark.parametrize(
+    ("view", "expected"),
+    [
+        (torch.empty(40, 24, dtype=torch.float16), False),  # row-major, 48-byte rows
+        (torch.empty(24, 40, dtype=torch.float16).t(), True),  # column-major: the transposed descriptor
+        (torch.empty(40, 300, dtype=torch.float16), None),  # 600-byte rows: not a multiple of 16
+        (torch.empty(40, 48, dtype=torch.float16)[:, ::2], None),  # no unit stride
+        (misaligned(40, 24), None),  # base 2 bytes past an aligned one
+        (torch.empty(1, 24, dtype=torch.float16).expand(40, 24), None),  # stride 0 between rows
+        (torch.empty(40, 24, dtype=torch.float32), False),  # fp32 reads fine; the launcher keeps it off
+    ],
+    ids=["row-major", "column-major", "odd-row-stride", "sliced", "misaligned-base", "expanded", "fp32"],
+)
+def test_tma_descriptor_choice(view: torch.Tensor, expected: bool | None) -> None:
+    assert gemm_module._tma_transposed(view) is expected
+
+
+@pytest.mark.parametrize("num_sms", [1, 2, 5])
+def test_persistent_tma_path(num_sms: int, monkeypatch: pytest.MonkeyPatch, nan_poisoned_empty: None) -> None:
+    # Forward, dA and dB are the (A_T, B_T) layouts (0, 0), (0, 1) and (1, 0), all on the TMA kernel:
+    # M off the 64 tile (rows past M zero-filled, stores clipped), N and K off it too (K's last step
+    # half zero-filled), and 9-12 tiles over 1, 2 or 5 programs, so each program walks several tiles
+    # and the epilogue's own tile counter must follow the main loop's. NaN-filled outputs catch a
+    # tile no program stores.
+    monkeypatch.setattr(gemm_module, "_INTERPRETER_SMS", num_sms)
+    forbid(monkeypatch, "_matmul_nt_pointer_kernel")
+    torch.manual_seed(num_sms)
+    assert_matches_reference(
+        torch.randn(129, 136, dtype=torch.float16, device=DEVICE),
+        torch.randn(200, 136, dtype=torch.float16, device=DEVICE),
+    )
+
+
+def test_tma_path_tiny_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every dimension far below one tile: a single program, loads mostly zero-fill, stores mostly clipped.
+    forbid(monkeypatch, "_matmul_nt_pointer_kernel")
+    torch.manual_seed(8)
+    assert_matches_reference(
+        torch.randn(1, 8, dtype=torch.float16, device=DEVICE),
+        torch.randn(8, 8, dtype=torch.float16, device=DEVICE),
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "fp32",  # stays on the pointer kernel's full-fp32 (ieee) dots
+        "odd-row-stride",  # K = 100: 200-byte rows, not a multiple of 16
+        "misaligned-base",  # aligned strides, but a base TMA cannot address
+    ],
+)
+def test_fallback_to_pointer_kernel(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    forbid(monkeypatch, "_matmul_nt_kernel")
+    torch.manual_seed(9)
+    if case == "fp32":
+        a, b = torch.randn(70, 96, device=DEVICE), torch.randn(90, 96, device=DEVICE)
+    elif case == "odd-row-stride":
+        a = torch.randn(70, 100, dtype=torch.float16, device=DEVICE)
+        b = torch.randn(90, 100, dtype=torch.float16, device=DEVICE)
+    else:
+        a, b = torch.randn(70, 96, dtype=torch.float16, device=DEVICE), misaligned(90, 96)
+    out = gemm_module._matmul_nt(a, b)
+    assert snr_db(a.double() @ b.double().T, out) >= SNR_FLOOR_DB[a.dtype]
+
+
+PINNED_RUN = """
+import torch
+from kernels import gemm as g
+assert g._matmul_nt_kernel.configs[0].kwargs["EPILOGUE_SUBTILE"] == 1
+assert g._matmul_nt_kernel.configs[0].kwargs["BLOCK_N"] == 32
+assert "EPILOGUE_SUBTILE" not in g._matmul_nt_pointer_kernel.configs[0].kwargs
+torch.manual_seed(10)
+for dtype in (torch.float16, torch.float32):  # the TMA kernel, then the pointer kernel
+    a, b = torch.randn(70, 96, dtype=dtype), torch.randn(90, 96, dtype=dtype)
+    error = (g._matmul_nt(a, b).double() - a.double() @ b.double().T).abs().max().item()
+    assert error < 0.1, (dtype, error)
+"""
+
+
+def test_one_pinned_config_serves_both_kernels() -> None:
+    # KERNELS_GEMM_CONFIG is read at import, hence a fresh interpreter; the pin carries the TMA-only
+    # EPILOGUE_SUBTILE, which the pointer kernel would refuse as an unknown argument.
+    pin = "BLOCK_M=32,BLOCK_N=32,BLOCK_K=32,GROUP_M=2,EPILOGUE_SUBTILE=1,num_warps=4,num_stages=1"
+    env = {**os.environ, "KERNELS_GEMM_CONFIG": pin, "TRITON_INTERPRET": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", PINNED_RUN], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
 def test_expanded_grad_out() -> None:
     # out.sum().backward() hands backward a stride-0 grad_out; the kernel must read it as is.
     torch.manual_seed(3)
@@ -201,7 +310,8 @@ def test_cpu_config_is_one_64_tile() -> None:
     [
         (4096, 4096, 4096),  # square, every tile full
         (2048, 6144, 4096),  # Llama-8B qkv-like (N = 6144)
-        (1000, 1000, 1000),  # nothing a multiple of 16: masked, unvectorised path on the GPU
+        (1000, 1000, 1000),  # nothing a multiple of the tile: TMA zero-fill and clipped stores
+        (999, 1000, 1001),  # 2002-byte rows: the pointer kernel, masked and unvectorised
         (1, 4096, 1024),  # M = 1
     ],
 )

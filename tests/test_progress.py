@@ -119,6 +119,7 @@ def test_validate_reports_progress_on_stderr_and_phase_times_under_json(
     done = runner.invoke(cli, ["-C", str(root), "baseline"])
     assert done.exit_code == 0, done.output
     assert "A/A noise floor: done in" in done.stderr and "pair 2/2, candidate: finished in" in done.stderr
+    assert "build and tests: done in" in done.stderr  # the tests can take minutes before any measuring
     # The fake harness prints no CSV: runs and times, but no shape is named.
     assert "full validation, baseline commit, 0:00 elapsed" in done.stderr and "shape" not in done.stderr
     open_round(root, None, "faster")

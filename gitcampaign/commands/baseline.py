@@ -110,9 +110,10 @@ def baseline(
         with worktrees(
             repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}, steps.measured_paths(manifest)
         ) as trees:
-            prepared = steps.prepare_baseline(
-                repo, manifest, trees, head, scratch, manifest.harness_timeout_s
-            )
+            with progress.phase("build and tests"):
+                prepared = steps.prepare_baseline(
+                    repo, manifest, trees, head, scratch, manifest.harness_timeout_s
+                )
             full_job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, None)
             with progress.phase("full validation", runs=1):
                 measured_full = ex.measure(plan, trees, full_job, 0, scratch, progress=progress)

@@ -47,10 +47,6 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
         manifest = campaign.manifest()
         result = PrepareResult(environment=envinfo.fingerprint())
         result.environment["git_version"] = g.git_version()
-        if not result.environment.get("editable_install"):
-            result.warnings.append(
-                "gitcampaign is not an editable install: reinstall with `pip install -e .` so kernel edits are live"
-            )
         folder = C.campaign_dir(manifest.name)
         files: dict[str, bytes] = {}
         if manifest.quick_command.startswith(f"python {folder}/{C.HARNESS_FILE}"):

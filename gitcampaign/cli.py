@@ -132,7 +132,7 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
     "--shapes",
     default="tiny",
     show_default=True,
-    help="A preset (e.g. llama3.1-8b:mbs=1) or a YAML shape file.",
+    help="A preset (e.g. llama3.1-8b:mbs=1; several joined with commas) or a YAML shape file.",
 )
 @click.option("--test-command", default=None, help="Focused correctness test command.")
 @click.option("--quick-command", default=None, help="Your own quick harness (must write the frozen CSV).")

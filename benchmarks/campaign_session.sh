@@ -27,7 +27,7 @@ left() { echo $((budget - ($(date +%s) - started))); }
 
 lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   local n=$1 dir=/tmp/campaign-lane$1
-  rm -rf "$dir" && mkdir -p "$dir/log"
+  rm -rf "$dir" && mkdir -p "$dir/log/runs"
   git clone -q -b main "$bundle" "$dir/repo" || return
   cd "$dir/repo" || return
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
@@ -75,6 +75,9 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
     python3 -m gitcampaign export "$name" "$dir/log/$name.bundle" >>"$dir/log/steps.txt" 2>&1
     python3 -m gitcampaign -c "$name" log >"$dir/log/$name-log.txt" 2>&1
   done
+  # The harness and test logs of every run (per-window clocks and times), for looking into the timings.
+  (cd .git/campaign/runs 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' -o -name '*.json' \) \
+    -size -4M -exec cp --parents {} "$dir/log/runs/" \; ) 2>/dev/null
   tar czf "$out/lane$n.tgz" -C "$dir" log
 }
 

@@ -5,22 +5,45 @@ benchmark scripts use it on a machine without the git layer.
 Per shape the two measures must agree within SHAPE_LIMIT, and the our/vendor ratios within
 RATIO_LIMIT: the decision rule accepts gains of 1-2%, so a gate that bends ratios by more than that
 cannot be trusted to rank kernels.
+
+The cross-check measures in rounds (see gitcampaign.crosscheck): each round times both backends with
+both measures, the two backends' windows of a measure next to each other. A backend's figure is its
+median over the rounds; a ratio is the median of the rounds' own ratios, each taken from two windows
+that ran at the same clock, never a quotient of figures timed at different moments. Its spread over
+the rounds says how far one round's ratio can be trusted.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 VENDOR_BACKEND = "torch"
 SHAPE_LIMIT = 0.03
 RATIO_LIMIT = 0.01
+ROLES = ("ours", "vendor")  # how crosscheck's records name the two backends
+MEASURES = ("harness", "back_to_back")
+PHASES = ("forward", "backward")
+
+
+def median(values: Iterable[float]) -> float:
+    """The median of the values that are numbers (a clock NVML could not read is NaN); NaN if none."""
+    finite = [value for value in values if not math.isnan(value)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def spread(ratios: list[float]) -> float:
+    """How far the rounds' ratios lie apart: (greatest - least) / median; 0 for one round."""
+    return (max(ratios) - min(ratios)) / statistics.median(ratios) if ratios else math.nan
 
 
 @dataclass
 class CalibrationRow:
-    """One shape and phase: ms of each backend by each measure, and the SM clock each ran at."""
+    """One shape and phase over the rounds: each backend's median ms by each measure, each round's
+    our/vendor ratio by each measure, and the median SM clock each ran at."""
 
     label: str
     phase: str
@@ -28,6 +51,8 @@ class CalibrationRow:
     ours_b2b_ms: float
     vendor_harness_ms: float
     vendor_b2b_ms: float
+    harness_ratios: list[float]  # per round: vendor ms / our ms, from the round's two harness windows
+    b2b_ratios: list[float]
     ours_harness_mhz: float = math.nan
     ours_b2b_mhz: float = math.nan
     vendor_harness_mhz: float = math.nan
@@ -44,16 +69,24 @@ class CalibrationRow:
 
     @property
     def harness_ratio(self) -> float:
-        """Our speed over the vendor's, as the gate sees it."""
-        return self.vendor_harness_ms / self.ours_harness_ms
+        """Our speed over the vendor's, as the gate sees it: the median over the rounds."""
+        return median(self.harness_ratios)
 
     @property
     def b2b_ratio(self) -> float:
-        return self.vendor_b2b_ms / self.ours_b2b_ms
+        return median(self.b2b_ratios)
 
     @property
     def ratio_deviation(self) -> float:
         return self.harness_ratio / self.b2b_ratio - 1.0
+
+    @property
+    def harness_ratio_spread(self) -> float:
+        return spread(self.harness_ratios)
+
+    @property
+    def b2b_ratio_spread(self) -> float:
+        return spread(self.b2b_ratios)
 
     def agrees(self) -> bool:
         # Written so that NaN disagrees.
@@ -71,33 +104,48 @@ class CalibrationRow:
             "harness_ratio": self.harness_ratio,
             "b2b_ratio": self.b2b_ratio,
             "ratio_deviation": self.ratio_deviation,
+            "harness_ratio_spread": self.harness_ratio_spread,
+            "b2b_ratio_spread": self.b2b_ratio_spread,
             "agrees": self.agrees(),
         }
 
 
-def build_rows(ours: list[dict[str, Any]], vendor: list[dict[str, Any]]) -> list[CalibrationRow]:
-    """Join the two backends' cross-check records (gitcampaign.crosscheck's JSON) shape by shape."""
-    by_label = {record["label"]: record for record in vendor}
+def build_rows(records: list[dict[str, Any]]) -> list[CalibrationRow]:
+    """The table of gitcampaign.crosscheck's records, shape by shape and phase by phase, over the
+    rounds that measured the phase for both backends with both measures (a round whose harness run
+    ended in ERROR has no figures; its Check is reported apart)."""
     rows = []
-    for record in ours:
-        other = by_label.get(record["label"])
-        if other is None:
-            continue
-        for phase, harness in record["harness"].items():
-            if phase not in other["harness"] or phase not in record["back_to_back"]:
-                continue
-            rows.append(
-                CalibrationRow(
-                    record["label"],
-                    phase,
-                    harness["ms"],
-                    record["back_to_back"][phase]["ms"],
-                    other["harness"][phase]["ms"],
-                    other["back_to_back"][phase]["ms"],
-                    harness["sm_mhz"],
-                    record["back_to_back"][phase]["sm_mhz"],
-                    other["harness"][phase]["sm_mhz"],
-                    other["back_to_back"][phase]["sm_mhz"],
-                )
-            )
+    for record in records:
+        for phase in PHASES:
+            rounds = [
+                one
+                for one in record["rounds"]
+                if all(phase in one[measure][role] for measure in MEASURES for role in ROLES)
+            ]
+            if rounds:
+                rows.append(row_of_rounds(record["label"], phase, rounds))
     return rows
+
+
+def row_of_rounds(label: str, phase: str, rounds: list[dict[str, Any]]) -> CalibrationRow:
+    def figures(measure: str, role: str, key: str = "ms") -> list[float]:
+        return [float(one[measure][role][phase][key]) for one in rounds]
+
+    def ratios(measure: str) -> list[float]:
+        pairs = zip(figures(measure, "ours"), figures(measure, "vendor"), strict=True)
+        return [vendor / ours for ours, vendor in pairs]
+
+    return CalibrationRow(
+        label,
+        phase,
+        median(figures("harness", "ours")),
+        median(figures("back_to_back", "ours")),
+        median(figures("harness", "vendor")),
+        median(figures("back_to_back", "vendor")),
+        ratios("harness"),
+        ratios("back_to_back"),
+        median(figures("harness", "ours", "sm_mhz")),
+        median(figures("back_to_back", "ours", "sm_mhz")),
+        median(figures("harness", "vendor", "sm_mhz")),
+        median(figures("back_to_back", "vendor", "sm_mhz")),
+    )

@@ -219,18 +219,29 @@ _EXECUTOR_HELP = (
 @cli.command(context_settings=CONTEXT)
 @click.option("--all-shapes", is_flag=True, help="All target shapes (default: the representative ones).")
 @click.option("--forward-only", is_flag=True, help="Skip the backward.")
+@click.option(
+    "--rounds",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Rounds per shape, each timing both backends with both measures (default 4: ABBA order).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json: bool) -> None:
+def calibrate(
+    ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, as_json: bool
+) -> None:
     """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
     from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT
     from gitcampaign.commands.calibrate import calibrate as run
 
-    result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only)
+    result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only, rounds=rounds)
     ours, vendor = result.backends
 
     def pct(value: float) -> str:
         return f"{100 * value:+.1f}%"
+
+    def range_pct(value: float) -> str:
+        return f"{100 * value:.1f}%"
 
     rows = [
         [
@@ -245,6 +256,7 @@ def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json:
             f"{row.harness_ratio:.4f}",
             f"{row.b2b_ratio:.4f}",
             pct(row.ratio_deviation),
+            f"{range_pct(row.harness_ratio_spread)}/{range_pct(row.b2b_ratio_spread)}",
             f"{row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}/{row.vendor_harness_mhz:.0f}/{row.vendor_b2b_mhz:.0f}",
             "ok" if row.agrees() else "NO",
         ]
@@ -262,6 +274,7 @@ def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json:
         "ratio gate",
         "ratio b2b",
         "dev",
+        "spread gate/b2b",
         "SM MHz",
         "agrees",
     ]
@@ -274,8 +287,11 @@ def calibrate(ctx: click.Context, all_shapes: bool, forward_only: bool, as_json:
     text = "\n".join(
         [
             tabulate(rows, headers=headers),
-            "b2b: triton.testing.do_bench after a pre-roll (events, L2 cleared, median); ratio: "
-            f"{ours} speed / {vendor} speed; SM MHz: {ours} gate/b2b, {vendor} gate/b2b",
+            "b2b: triton.testing.do_bench after a pre-roll (events, L2 cleared, median); "
+            f"{result.rounds} rounds, {ours} and {vendor} next to each other in each (ABBA); ms and SM MHz: "
+            f"medians over the rounds; ratio: {ours} speed / {vendor} speed, the median of the rounds' "
+            "ratios; spread: (greatest - least) / median of the rounds' ratios; SM MHz: "
+            f"{ours} gate/b2b, {vendor} gate/b2b",
             *(f"warning: {w}" for w in result.warnings),
             verdict_line,
             f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",

@@ -1,17 +1,27 @@
 """The outside clock of `git campaign calibrate`, run as a child under the harness's interpreter:
 
-    python -m gitcampaign.crosscheck --harness campaigns/NAME/quick_test_bench.py --backend torch \
-        --shapes-file SHAPES.yaml --out DIR
+    python -m gitcampaign.crosscheck --harness campaigns/NAME/quick_test_bench.py --ours triton \
+        --vendor torch --shapes-file SHAPES.yaml --out DIR [--rounds 4]
 
-For each shape, one after the other so that both see the same thermal state:
-1. the campaign's committed harness, imported from its file and run in this process with its backend
-   set to `--backend` (its figure and its clock record, exactly as a gate run makes them);
+Both backends are measured in this one process, shape by shape, in rounds. A round times the shape
+with both measures for both backends, back to back:
+1. the campaign's committed harness, our backend's then the vendor's (or the other way round):
+   the harness file imported twice, once per backend, each copy with its `BACKEND` fixed as
+   `prepare` fixes it, and run on the one shape through its own `main` (its figure and its clock
+   record, exactly as a gate run makes them);
 2. the same op on the same kind of inputs timed independently of the harness's timing code, the way
-   `triton.testing.do_bench` times: one input set reused, calls back to back with a memset of at
-   least 256 MB clearing L2 between them, CUDA events, median; after a pre-roll of the same so that
-   the clock has settled as it has in the harness, and over a second (back_to_back_ms says why).
-Writes DIR/BACKEND.json. Needs a CUDA GPU (exit 2 without one); this module imports torch, so the
-tool itself only ever runs it as a child.
+   `triton.testing.do_bench` times, in the same order: one input set reused, calls back to back with
+   a memset of at least 256 MB clearing L2 between them, CUDA events, median; after a pre-roll of
+   the same so that the clock has settled as it has in the harness, and over a second
+   (back_to_back_ms says why).
+Why rounds: under its power limit the H200's SM clock hunts (1300-1600 MHz), and a compute-bound
+kernel follows it. Timed in separate processes, each backend got its own clock, and our/vendor ratios
+moved by 2.7-6% (2026-11-29). Within a round the two backends' windows are seconds apart and share
+the clock's state; rounds alternate which backend goes first (ABBA), so that a clock drifting through
+the rounds favours each side equally. gitcampaign.calibration takes medians over the rounds.
+Writes DIR/crosscheck.json (and the harness's CSVs and clock logs under DIR/ours, DIR/vendor). Needs
+a CUDA GPU (exit 2 without one); this module imports torch only to measure, so the tool itself only
+ever runs it as a child, and the round logic (`interleave`) is tested on the CPU with fake timers.
 """
 
 from __future__ import annotations
@@ -20,12 +30,18 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import yaml
+
+from gitcampaign.calibration import ROLES, VENDOR_BACKEND
+
+Figures = dict[str, dict[str, Any]]  # phase -> {"ms", "sm_mhz", "power_w", ...}
 
 PREROLL_S = 1.0  # back to back before the timed window, as long as the harness's shortest pre-roll
 TIMED_S = 1.0  # the timed window: the power-limited clock hunts within tenths of a second
@@ -33,16 +49,46 @@ FLUSH_BYTES = 256 * 1024 * 1024  # do_bench's L2 clear
 HBM_WRITE_BYTES_PER_S = 3.0e12  # to size a clear that outlasts the host's launch of the op
 MAX_FLUSH_BYTES = 1024 * 1024 * 1024
 EXIT_NO_GPU = 2
+ROUNDS = 4  # even, so that in ABBA order each backend goes first as often as the other
 
 
-def load_harness(path: Path, backend: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("campaign_quick_test_bench", path)
+def round_order(index: int) -> tuple[str, str]:
+    """ABBA: ours first in even rounds, the vendor's in odd ones."""
+    return ROLES if index % 2 == 0 else (ROLES[1], ROLES[0])
+
+
+def interleave(
+    rounds: int,
+    harness: Callable[[str, int], tuple[str, Figures]],
+    back_to_back: Callable[[str, int], Figures],
+) -> list[dict[str, Any]]:
+    """`rounds` rounds on one shape. A round runs `harness(role, round)` (the harness's Check and
+    figures) for both roles, then `back_to_back(role, round)` for both, in the round's order: each
+    measure's two windows follow each other, and both measures keep the same order, so that a
+    drift within the round biases both ratios alike. Per round: the order, the Checks, and the
+    figures by measure and role."""
+    records = []
+    for index in range(rounds):
+        order = round_order(index)
+        record: dict[str, Any] = {"order": list(order), "check": {}, "harness": {}, "back_to_back": {}}
+        for role in order:
+            record["check"][role], record["harness"][role] = harness(role, index)
+        for role in order:
+            record["back_to_back"][role] = back_to_back(role, index)
+        records.append(record)
+    return records
+
+
+def load_harness(path: Path, role: str, backend: str) -> ModuleType:
+    """The harness file as a module of its own for `role`, with its BACKEND set as `prepare` sets
+    it: two copies in one process, each measuring with its backend, share nothing but the kernels
+    (which read the backend from the environment at each call; the harness sets it in main())."""
+    spec = importlib.util.spec_from_file_location(f"campaign_quick_test_bench_{role}", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"crosscheck: cannot import the harness {path}")
     harness = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = harness  # its dataclasses look their module up there
+    sys.modules[spec.name] = harness  # its dataclasses and its seal look their module up there
     spec.loader.exec_module(harness)
-    # Read at call time by its main() and load_kernels().
     setattr(harness, "BACKEND", backend)  # noqa: B010 (a module attribute mypy cannot see)
     return harness
 
@@ -103,11 +149,12 @@ def back_to_back_ms(harness: ModuleType, call: Any) -> dict[str, Any]:
     }
 
 
-def independent(harness: ModuleType, shape: Any, forward_only: bool) -> dict[str, dict[str, Any]]:
+def independent(harness: ModuleType, shape: Any, forward_only: bool) -> Figures:
     import torch
 
     op = harness.OPS[harness.OP]
-    kernels = sys.modules[op.module]  # imported by the harness run just before, with this backend
+    kernels = sys.modules[op.module]  # imported by the harness run before it
+    os.environ[op.env_var] = harness.BACKEND  # read by the kernels at each call, as the harness sets it
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(20261129)
     inputs = op.inputs(shape, generator, device, torch.bfloat16)
@@ -123,13 +170,13 @@ def independent(harness: ModuleType, shape: Any, forward_only: bool) -> dict[str
     return figures
 
 
-def harness_figures(harness: ModuleType, csv_path: Path) -> tuple[str, dict[str, dict[str, Any]]]:
+def harness_figures(harness: ModuleType, csv_path: Path) -> tuple[str, Figures]:
     """Check and per-phase ms of the harness's one-row CSV, with its clock record."""
     header, line = csv_path.read_text().splitlines()[:2]
     row = dict(zip(header.split(","), line.split(","), strict=True))
     clock_path = csv_path.with_suffix(harness.CLOCK_LOG_SUFFIX)
     windows = json.loads(clock_path.read_text())["windows"] if clock_path.exists() else []
-    figures: dict[str, dict[str, Any]] = {}
+    figures: Figures = {}
     for phase, column in (("forward", "Forward Time (ms)"), ("backward", "Backward Time (ms)")):
         if column in row and math.isfinite(float(row[column])):
             window: dict[str, Any] = next((w for w in windows if w["what"].endswith(f" {phase}")), {})
@@ -142,45 +189,75 @@ def harness_figures(harness: ModuleType, csv_path: Path) -> tuple[str, dict[str,
     return row["Check"], figures
 
 
+def cross_check_shape(
+    harnesses: dict[str, ModuleType], entry: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The rounds of one shape (an entry of the shape file), with both harness copies."""
+    label = entry["label"]
+    one = args.out / f"{label}.shapes.yaml"
+    one.write_text(yaml.safe_dump([entry], sort_keys=False))
+
+    def say(what: str, role: str, round_index: int) -> None:
+        print(
+            f"crosscheck: {label} round {round_index + 1}/{args.rounds}: {what} {role} "
+            f"({harnesses[role].BACKEND})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def run_harness(role: str, round_index: int) -> tuple[str, Figures]:
+        say("harness", role, round_index)
+        harness = harnesses[role]
+        csv_path = args.out / role / f"{label}-r{round_index + 1}.csv"
+        harness.main(
+            ["--summary-csv", str(csv_path), "--shapes-file", str(one)]
+            + (["--forward-only"] if args.forward_only else [])
+        )
+        return harness_figures(harness, csv_path)
+
+    def run_back_to_back(role: str, round_index: int) -> Figures:
+        say("back to back", role, round_index)
+        harness = harnesses[role]
+        op = harness.OPS[harness.OP]
+        shape = harness.parse_shapes([entry], str(args.shapes_file), op.grouped, op.quant)[0]
+        return independent(harness, shape, args.forward_only)
+
+    backends = {role: harness.BACKEND for role, harness in harnesses.items()}
+    return {
+        "label": label,
+        "backends": backends,
+        "rounds": interleave(args.rounds, run_harness, run_back_to_back),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--harness", required=True, type=Path)
-    parser.add_argument("--backend", required=True)
+    parser.add_argument("--ours", required=True, help="our backend (the campaign's)")
+    parser.add_argument("--vendor", default=VENDOR_BACKEND, help="the reference backend")
     parser.add_argument("--shapes-file", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--forward-only", action="store_true")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds per shape (default {ROUNDS})")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     import torch
 
     if not torch.cuda.is_available():
         print("crosscheck: needs a CUDA GPU, and none is visible", file=sys.stderr)
         return EXIT_NO_GPU
-    harness = load_harness(args.harness, args.backend)
-    op = harness.OPS[harness.OP]
+    backends = dict(zip(ROLES, (args.ours, args.vendor), strict=True))
+    harnesses = {role: load_harness(args.harness, role, backend) for role, backend in backends.items()}
     entries = yaml.safe_load(args.shapes_file.read_text())
-    args.out.mkdir(parents=True, exist_ok=True)
+    for role in ROLES:
+        (args.out / role).mkdir(parents=True, exist_ok=True)
     results = []
     for index, entry in enumerate(entries):
-        label = entry["label"]
-        print(f"crosscheck: {args.backend} {label} ({index + 1}/{len(entries)})", file=sys.stderr, flush=True)
-        one = args.out / f"{args.backend}-{label}.shapes.yaml"
-        one.write_text(yaml.safe_dump([entry], sort_keys=False))
-        csv_path = args.out / f"{args.backend}-{label}.csv"
-        harness.main(
-            ["--summary-csv", str(csv_path), "--shapes-file", str(one)]
-            + (["--forward-only"] if args.forward_only else [])
-        )
-        check, measured = harness_figures(harness, csv_path)
-        shape = harness.parse_shapes([entry], str(args.shapes_file), op.grouped, op.quant)[0]
-        results.append(
-            {
-                "label": label,
-                "check": check,
-                "harness": measured,
-                "back_to_back": independent(harness, shape, args.forward_only),
-            }
-        )
-    (args.out / f"{args.backend}.json").write_text(json.dumps(results, indent=1) + "\n")
+        print(f"crosscheck: shape {index + 1}/{len(entries)}", file=sys.stderr, flush=True)
+        results.append(cross_check_shape(harnesses, entry, args))
+        # Rewritten after each shape: a run stopped by its time limit keeps the shapes it finished.
+        (args.out / "crosscheck.json").write_text(json.dumps(results, indent=1) + "\n")
     return 0
 
 

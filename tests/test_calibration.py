@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,18 +14,26 @@ from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows
 from gitcampaign.templates import quick_test_bench as qtb
 
 
-def record(label: str, harness_ms: float, b2b_ms: float) -> dict[str, object]:
-    figures = {"ms": harness_ms, "sm_mhz": 1500.0, "power_w": 690.0}
+def one_round(ours: tuple[float, float], vendor: tuple[float, float]) -> dict[str, Any]:
+    """A round of gitcampaign.crosscheck: (harness ms, back-to-back ms) of each backend, forward."""
+
+    def figures(ms: float, mhz: float) -> dict[str, dict[str, float]]:
+        return {"forward": {"ms": ms, "sm_mhz": mhz, "power_w": 690.0}}
+
     return {
-        "label": label,
-        "check": "PASS",
-        "harness": {"forward": figures},
-        "back_to_back": {"forward": {"ms": b2b_ms, "sm_mhz": 1490.0, "power_w": 695.0}},
+        "order": ["ours", "vendor"],
+        "check": {"ours": "PASS", "vendor": "PASS"},
+        "harness": {"ours": figures(ours[0], 1500.0), "vendor": figures(vendor[0], 1500.0)},
+        "back_to_back": {"ours": figures(ours[1], 1490.0), "vendor": figures(vendor[1], math.nan)},
     }
 
 
+def record(label: str, *rounds: dict[str, Any]) -> dict[str, Any]:
+    return {"label": label, "backends": {"ours": "triton", "vendor": "torch"}, "rounds": list(rounds)}
+
+
 def test_deviations_and_ratios_from_the_two_measures() -> None:
-    (row,) = build_rows([record("s", 1.02, 1.0)], [record("s", 0.8, 0.8)])
+    (row,) = build_rows([record("s", one_round((1.02, 1.0), (0.8, 0.8)))])
     assert row.ours_deviation == pytest.approx(0.02)
     assert row.vendor_deviation == pytest.approx(0.0)
     assert row.harness_ratio == pytest.approx(0.8 / 1.02)
@@ -44,15 +53,41 @@ def test_deviations_and_ratios_from_the_two_measures() -> None:
     ],
 )
 def test_limits(ours: tuple[float, float], vendor: tuple[float, float], agrees: bool) -> None:
-    (row,) = build_rows([record("s", *ours)], [record("s", *vendor)])
+    (row,) = build_rows([record("s", one_round(ours, vendor))])
     assert row.agrees() is agrees
 
 
-def test_rows_join_on_label_and_phase() -> None:
-    ours = [record("a", 1.0, 1.0), record("b", 1.0, 1.0)]
-    vendor = [record("b", 1.0, 1.0)]
-    rows = build_rows(ours, vendor)
-    assert [(row.label, row.phase) for row in rows] == [("b", "forward")]
+def test_medians_over_rounds_and_the_ratio_of_each_round() -> None:
+    """Figures are medians over the rounds; the ratio is the median of each round's own ratio (its
+    two windows ran at one clock), not the quotient of medians taken from different rounds."""
+    rounds = [
+        one_round((1.00, 1.00), (0.80, 0.80)),  # a fast round: both backends at a high clock
+        one_round((1.10, 1.10), (0.88, 0.88)),  # a slower one: both at a lower clock
+        one_round((1.20, 1.20), (0.90, 0.90)),  # the ratio moved in this round only
+        one_round((1.30, 1.30), (1.04, 1.04)),
+    ]
+    (row,) = build_rows([record("s", *rounds)])
+    assert row.ours_harness_ms == pytest.approx(1.15)
+    assert row.vendor_harness_ms == pytest.approx(0.89)
+    assert row.harness_ratios == pytest.approx([0.8, 0.8, 0.75, 0.8])
+    assert row.harness_ratio == pytest.approx(0.8)
+    # The quotient of the medians pairs windows of different rounds, at different clocks: 3% off.
+    assert row.vendor_harness_ms / row.ours_harness_ms == pytest.approx(0.7739, abs=1e-4)
+    assert row.harness_ratio_spread == pytest.approx(0.05 / 0.8)
+    assert row.to_json()["b2b_ratio_spread"] == pytest.approx(0.05 / 0.8)
+    assert row.ours_harness_mhz == 1500.0
+    assert math.isnan(row.vendor_b2b_mhz)  # no NVML: NaN, not a number made up
+    (single,) = build_rows([record("s", rounds[0])])
+    assert single.harness_ratio_spread == 0.0
+
+
+def test_rows_cover_the_phases_every_measure_has() -> None:
+    complete = one_round((1.0, 1.0), (1.0, 1.0))
+    errored = one_round((1.0, 1.0), (1.0, 1.0))
+    errored["harness"]["vendor"] = {}  # the vendor's harness run ended in ERROR: no figures
+    errored["check"]["vendor"] = "ERROR"
+    rows = build_rows([record("a", errored), record("b", errored, complete)])
+    assert [(row.label, row.phase, len(row.harness_ratios)) for row in rows] == [("b", "forward", 1)]
     assert rows[0].to_json()["agrees"] is True
 
 

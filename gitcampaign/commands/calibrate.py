@@ -1,8 +1,9 @@
 """`git campaign calibrate`: does the gate agree with an outside clock on this GPU?
 
-On the campaign's shapes, for our backend and the vendor's (`torch`), it runs the campaign's committed
-harness and, right after each shape in the same process, an independent back-to-back measurement
-(`gitcampaign.crosscheck`: triton's `do_bench`, CUDA events, L2 cleared between calls, median).
+On the campaign's shapes it runs, in one process, rounds of the campaign's committed harness and of
+an independent back-to-back measurement (`gitcampaign.crosscheck`: triton's `do_bench` loop, CUDA
+events, L2 cleared between calls, median), each for our backend and the vendor's (`torch`) next to
+each other, so that the our/vendor ratios compare windows that ran at the same clock.
 The limits and the table are gitcampaign.calibration's.
 The table, the clocks and the environment are appended to the `refs/notes/campaign/environment`
 note of the accepted head.
@@ -20,8 +21,16 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import envinfo, measure, verdict
 from gitcampaign import git as g
-from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, VENDOR_BACKEND, CalibrationRow, build_rows
+from gitcampaign.calibration import (
+    RATIO_LIMIT,
+    ROLES,
+    SHAPE_LIMIT,
+    VENDOR_BACKEND,
+    CalibrationRow,
+    build_rows,
+)
 from gitcampaign.campaign import locked
+from gitcampaign.crosscheck import ROUNDS
 from gitcampaign.errors import CampaignError
 from gitcampaign.shapes import dump_shapes
 
@@ -30,6 +39,7 @@ from gitcampaign.shapes import dump_shapes
 class CalibrateResult:
     commit: str
     backends: tuple[str, str]
+    rounds: int
     rows: list[CalibrationRow]
     environment: dict[str, object]
     warnings: list[str] = field(default_factory=list)
@@ -43,6 +53,7 @@ class CalibrateResult:
             "commit": self.commit,
             "ours": self.backends[0],
             "vendor": self.backends[1],
+            "rounds": self.rounds,
             "limits": {"shape": SHAPE_LIMIT, "ratio": RATIO_LIMIT},
             "agreed": self.agreed,
             "rows": [row.to_json() for row in self.rows],
@@ -52,8 +63,15 @@ class CalibrateResult:
 
 
 def calibrate(
-    repo_path: Path, campaign_name: str | None, all_shapes: bool = False, forward_only: bool = False
+    repo_path: Path,
+    campaign_name: str | None,
+    all_shapes: bool = False,
+    forward_only: bool = False,
+    rounds: int | None = None,
 ) -> CalibrateResult:
+    rounds = ROUNDS if rounds is None else rounds
+    if rounds < 1:
+        raise CampaignError(f"calibrate needs at least one round, got {rounds}", "pass --rounds 1 or more")
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.manifest()
@@ -77,50 +95,54 @@ def calibrate(
         scratch = measure.run_dir(repo, campaign.name, "calibrate")
         shapes_file = scratch / "shapes.yaml"
         shapes_file.write_text(dump_shapes(shapes))
-        records: dict[str, list[dict[str, Any]]] = {}
+        out = scratch / "crosscheck"
+        # Paths reach the command as arguments, never as shell text (see run_logged).
+        command = f"{shlex.quote(sys.executable)} -m gitcampaign.crosscheck"
+        args = [
+            "--harness",
+            harness,
+            "--ours",
+            backends[0],
+            "--vendor",
+            backends[1],
+            "--rounds",
+            str(rounds),
+            "--shapes-file",
+            str(shapes_file),
+            "--out",
+            str(out),
+            *(["--forward-only"] if forward_only else []),
+        ]
+        log = scratch / "crosscheck.log"
         with measure.worktrees(repo, campaign.name, {"calibrate": head}) as paths:
-            for backend in dict.fromkeys(backends):
-                # Paths reach the command as arguments, never as shell text (see run_logged).
-                command = f"{shlex.quote(sys.executable)} -m gitcampaign.crosscheck"
-                args = [
-                    "--harness",
-                    harness,
-                    "--backend",
-                    backend,
-                    "--shapes-file",
-                    str(shapes_file),
-                    "--out",
-                    str(scratch / backend),
-                    *(["--forward-only"] if forward_only else []),
-                ]
-                log = scratch / f"{backend}.log"
-                code = measure.run_logged(
-                    command, paths["calibrate"], log, 2 * manifest.harness_timeout_s, "calibration", args=args
-                )
-                if code != 0:
-                    meaning = "no CUDA GPU is visible" if code == 2 else f"it exited {code}"
-                    raise CampaignError(
-                        f"the calibration of the {backend} backend failed ({meaning}); nothing was recorded\n"
-                        f"command: {command} {shlex.join(args)}\nlast lines of {log}:\n{measure.tail(log)}",
-                        "calibrate on the GPU the campaign measures on",
-                    )
-                records[backend] = json.loads((scratch / backend / f"{backend}.json").read_text())
-        result = CalibrateResult(
-            head, backends, build_rows(records[backends[0]], records[backends[1]]), envinfo.fingerprint()
-        )
-        for record in (r for backend_records in records.values() for r in backend_records):
-            if record["check"] != C.CHECK_PASS:
-                result.warnings.append(f"{record['label']}: the harness's Check is {record['check']}")
-            result.warnings += [
-                f"{record['label']} {phase}: the SM clock moved during the harness's timed window"
-                for phase, figures in record["harness"].items()
-                if figures.get("clock_moved")
-            ]
+            # Each round runs the harness twice (ours, the vendor's) and the outside clock twice.
+            timeout_s = 2 * rounds * manifest.harness_timeout_s
+            code = measure.run_logged(command, paths["calibrate"], log, timeout_s, "calibration", args=args)
+        if code != 0:
+            meaning = "no CUDA GPU is visible" if code == 2 else f"it exited {code}"
+            raise CampaignError(
+                f"the calibration failed ({meaning}); nothing was recorded\n"
+                f"command: {command} {shlex.join(args)}\nlast lines of {log}:\n{measure.tail(log)}",
+                "calibrate on the GPU the campaign measures on",
+            )
+        records = json.loads((out / "crosscheck.json").read_text())
+        result = CalibrateResult(head, backends, rounds, build_rows(records), envinfo.fingerprint())
+        for record in records:
+            for number, one in enumerate(record["rounds"], start=1):
+                for role in ROLES:
+                    where = f"{record['label']} {record['backends'][role]} round {number}"
+                    if one["check"][role] != C.CHECK_PASS:
+                        result.warnings.append(f"{where}: the harness's Check is {one['check'][role]}")
+                    result.warnings += [
+                        f"{where} {phase}: the SM clock moved during the harness's timed window"
+                        for phase, figures in one["harness"][role].items()
+                        if figures.get("clock_moved")
+                    ]
         document: dict[str, Any] = {
             "kind": "calibration",
             "campaign": campaign.name,
             **result.to_json(),
-            "harness_clocks": {backend: envinfo.clock_records(scratch / backend) for backend in records},
+            "harness_clocks": {role: envinfo.clock_records(out / role) for role in ROLES},
         }
         verdict.append(repo, head, document, C.NOTES_ENVIRONMENT)
         return result

@@ -1,12 +1,13 @@
 """The measurements behind BENCHMARKS.md's "Does the gate agree with an outside clock?" section.
 
-    python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1]
+    python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
     python3 benchmarks/gate_check.py spread OUT [--processes 5]
 
 agreement: for each op, the harness and the independent back-to-back measurement
-(`python -m gitcampaign.crosscheck`, what `git campaign calibrate` runs) for the triton and the torch
-backend on the first N shapes (OP:N, default 2) of the op's preset; prints the agreement table
-(markdown), rewritten after each op.
+(`python -m gitcampaign.crosscheck`, what `git campaign calibrate` runs: one process, both backends
+interleaved in --rounds ABBA rounds per shape) for the triton and the torch backend on the first N
+shapes (OP:N, default 2) of the op's preset; prints the agreement table (markdown), rewritten after
+each op.
 spread: the quick harness for gemm (triton) in --processes processes of one commit on --shapes shapes,
 each process's figures, the process-to-process spread and the A/A noise floor of consecutive pairs
 (`gitcampaign.decision.noise_floor`, as BASELINE computes it).
@@ -52,7 +53,6 @@ PRESETS = {
 }
 # Which of the preset's shapes, in order: gate_up is the largest 8B linear, qkv a mid-size one.
 PICK = {"llama3.1-8b:mbs=1": [2, 0, 3, 1], "mixtral-8x7b:mbs=1": [0, 6], "llama3.1-8b-quant:mbs=1": [0, 1]}
-BACKENDS = ("triton", "torch")
 
 
 def harness_copy(op: str, backend: str) -> Path:
@@ -71,11 +71,11 @@ def child_env() -> dict[str, str]:
     return {**os.environ, **PINNED, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
-def agreement(out: Path, ops: list[str], timeout_s: float) -> None:
+def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
     lines = [
         "| op | shape | phase | ours gate ms | ours b2b ms | dev | vendor gate ms | vendor b2b ms | dev "
-        "| ratio gate | ratio b2b | ratio dev | SM MHz ours gate/b2b, vendor gate/b2b |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ratio gate | ratio b2b | ratio dev | ratio spread gate/b2b | SM MHz ours gate/b2b, vendor gate/b2b |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary = []
     for spec in ops:
@@ -84,53 +84,59 @@ def agreement(out: Path, ops: list[str], timeout_s: float) -> None:
         shapes_file = out / f"{op}.shapes.yaml"
         shapes_file.write_text(dump_shapes(shapes))
         harness = harness_copy(op, "triton")
-        records = {}
-        for backend in BACKENDS:
-            began = time.time()
-            command = [
-                sys.executable,
-                "-m",
-                "gitcampaign.crosscheck",
-                "--harness",
-                str(harness),
-                "--backend",
-                backend,
-                "--shapes-file",
-                str(shapes_file),
-                "--out",
-                str(out / op),
-            ]
-            with open(out / f"{op}-{backend}.log", "w") as log:
-                try:
-                    code = subprocess.run(
-                        command,
-                        cwd=ROOT,
-                        env=child_env(),
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        timeout=timeout_s,
-                    ).returncode
-                except subprocess.TimeoutExpired:
-                    code = -1
-            print(f"== {op} {backend}: exit {code} in {time.time() - began:.0f} s", flush=True)
-            result = out / op / f"{backend}.json"
-            if code == 0 and result.exists():
-                records[backend] = json.loads(result.read_text())
-        if len(records) < 2:
+        result = out / op / "crosscheck.json"
+        result.unlink(missing_ok=True)
+        began = time.time()
+        command = [
+            sys.executable,
+            "-m",
+            "gitcampaign.crosscheck",
+            "--harness",
+            str(harness),
+            "--ours",
+            "triton",
+            "--vendor",
+            "torch",
+            "--rounds",
+            str(rounds),
+            "--shapes-file",
+            str(shapes_file),
+            "--out",
+            str(out / op),
+        ]
+        with open(out / f"{op}.log", "w") as log:
+            try:
+                code = subprocess.run(
+                    command,
+                    cwd=ROOT,
+                    env=child_env(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout_s,
+                ).returncode
+            except subprocess.TimeoutExpired:
+                code = -1
+        print(f"== {op}: exit {code} in {time.time() - began:.0f} s", flush=True)
+        if not result.exists():  # rewritten after each shape: a timed-out run keeps the shapes it finished
             continue
-        for row in build_rows(records["triton"], records["torch"]):
+        records = json.loads(result.read_text())
+        for row in build_rows(records):
             summary.append(row)
             lines.append(
                 f"| {op} | {row.label} | {row.phase} | {row.ours_harness_ms:.4g} | {row.ours_b2b_ms:.4g} | "
                 f"{100 * row.ours_deviation:+.1f}% | {row.vendor_harness_ms:.4g} | {row.vendor_b2b_ms:.4g} | "
                 f"{100 * row.vendor_deviation:+.1f}% | {row.harness_ratio:.4f} | {row.b2b_ratio:.4f} | "
-                f"{100 * row.ratio_deviation:+.2f}% | {row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}, "
+                f"{100 * row.ratio_deviation:+.2f}% | {100 * row.harness_ratio_spread:.1f}%/"
+                f"{100 * row.b2b_ratio_spread:.1f}% | {row.ours_harness_mhz:.0f}/{row.ours_b2b_mhz:.0f}, "
                 f"{row.vendor_harness_mhz:.0f}/{row.vendor_b2b_mhz:.0f} |"
             )
-        for backend in BACKENDS:
-            for record in records[backend]:
-                if record["check"] != "PASS":
-                    lines.append(f"<!-- {op} {backend} {record['label']}: Check {record['check']} -->")
+        for record in records:
+            for number, one in enumerate(record["rounds"], start=1):
+                for role, check in one["check"].items():
+                    if check != "PASS":
+                        lines.append(
+                            f"<!-- {op} {record['backends'][role]} {record['label']} round {number}: Check {check} -->"
+                        )
         (out / "agreement.md").write_text("\n".join(lines) + "\n")
     worst_shape = max(
         (max(abs(r.ours_deviation), abs(r.vendor_deviation)) for r in summary), default=math.nan
@@ -219,12 +225,13 @@ def main() -> None:
     parser.add_argument("--ops", default=",".join(PRESETS))
     parser.add_argument("--processes", type=int, default=5)
     parser.add_argument("--shapes", type=int, default=2, help="spread: 8B gate_up, then down")
-    parser.add_argument("--timeout", type=float, default=150.0, help="seconds per child process")
+    parser.add_argument("--rounds", type=int, default=4, help="agreement: ABBA rounds per shape")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(yaml.safe_dump({"argv": sys.argv, "started": time.strftime("%FT%TZ", time.gmtime())}), flush=True)
     if args.stage == "agreement":
-        agreement(args.out, args.ops.split(","), args.timeout)
+        agreement(args.out, args.ops.split(","), args.rounds, args.timeout)
     else:
         spread(args.out, args.processes, args.shapes, args.timeout)
 

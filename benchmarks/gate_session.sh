@@ -4,8 +4,10 @@
 # Stages: gemm (agreement, bf16 GEMM; stops the session when it produced no table), agreement (the
 # other ops), spread (five harness processes of one commit, A/A noise floor), calibrate (the shipped
 # `git campaign calibrate` on a scratch campaign), cachetest (the address-keyed-cache GPU test).
-# GATE_GEMM(_S), GATE_OPS, GATE_AGREEMENT_S, GATE_SPREAD_SHAPES and GATE_SPREAD_S narrow a session to fit what device time is left.
-# Each stage has a time limit, so the session ends inside the call and its files come back.
+# GATE_GEMM(_S), GATE_OPS, GATE_AGREEMENT_S, GATE_SPREAD_SHAPES, GATE_SPREAD_S and GATE_CALIBRATE_S
+# narrow a session to fit what device time is left; GATE_ROUNDS sets the cross-check's ABBA rounds
+# per shape (default 4; a gemm shape takes about 25 s a round). Each stage has a time limit, so the
+# session ends inside the call and its files come back; all stages at their defaults need two calls.
 set -uo pipefail
 out=$1
 shift
@@ -24,12 +26,15 @@ for stage in $stages; do
   echo "== $stage $(date -u +%FT%TZ) GPU: $(gpu)"
   case $stage in
   gemm)
-    timeout "${GATE_GEMM_S:-110}" python3 benchmarks/gate_check.py agreement "$work/gemm" --ops "${GATE_GEMM:-gemm:2}" --timeout 60
+    limit=${GATE_GEMM_S:-240}
+    timeout "$limit" python3 benchmarks/gate_check.py agreement "$work/gemm" --ops "${GATE_GEMM:-gemm:1}" \
+      --rounds "${GATE_ROUNDS:-4}" --timeout $((limit - 5))
     grep -q "^| gemm" "$work/gemm/agreement.md" 2>/dev/null || { echo "no gemm table: stopping"; break; }
     ;;
   agreement)
     ops=${GATE_OPS:-gemm_fp8_rowwise:1,grouped_gemm:2,quantize_fp8_rowwise:2,quantize_fp8_blockwise:2,gemm_fp8_tensorwise:1,gemm_fp8_blockwise:1}
-    timeout "${GATE_AGREEMENT_S:-290}" python3 benchmarks/gate_check.py agreement "$work/agreement" --timeout 60 --ops "$ops"
+    timeout "${GATE_AGREEMENT_S:-290}" python3 benchmarks/gate_check.py agreement "$work/agreement" --timeout 150 \
+      --rounds "${GATE_ROUNDS:-4}" --ops "$ops"
     ;;
   spread)
     timeout "${GATE_SPREAD_S:-100}" python3 benchmarks/gate_check.py spread "$work/spread" --processes 5 --shapes "${GATE_SPREAD_SHAPES:-2}" --timeout 30
@@ -42,7 +47,7 @@ for stage in $stages; do
     git config user.name gate && git config user.email gate@x.invalid
     python3 -m gitcampaign.cli init gate --op gemm --metric step --shapes shapes.yaml --test-command true >/dev/null &&
       python3 -m gitcampaign.cli prepare --no-hooks >/dev/null &&
-      timeout 80 python3 -m gitcampaign.cli calibrate
+      timeout "${GATE_CALIBRATE_S:-200}" python3 -m gitcampaign.cli calibrate --rounds "${GATE_ROUNDS:-4}"
     echo "exit $?"
     git log -1 --format=%H campaign/gate/main | xargs git notes --ref refs/notes/campaign/environment show > "$work/environment-note.yaml"
     cd - >/dev/null

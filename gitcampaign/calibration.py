@@ -9,8 +9,8 @@ cannot be trusted to rank kernels.
 The cross-check measures in rounds (see gitcampaign.crosscheck): each round times both backends with
 both measures, the two backends' windows of a measure next to each other. A backend's figure is its
 median over the rounds; a ratio is the median of the rounds' own ratios, each taken from two windows
-that ran at the same clock, never a quotient of figures timed at different moments. Its spread over
-the rounds says how far one round's ratio can be trusted.
+seconds apart, never a quotient of figures timed at different moments (at different clocks). Its
+spread over the rounds says how far one round's ratio can be trusted.
 """
 
 from __future__ import annotations
@@ -128,6 +128,8 @@ def build_rows(records: list[dict[str, Any]]) -> list[CalibrationRow]:
 
 
 def row_of_rounds(label: str, phase: str, rounds: list[dict[str, Any]]) -> CalibrationRow:
+    """One row from the rounds that measured `phase` completely."""
+
     def figures(measure: str, role: str, key: str = "ms") -> list[float]:
         return [float(one[measure][role][phase][key]) for one in rounds]
 

@@ -15,10 +15,12 @@ with both measures for both backends, back to back:
    the same so that the clock has settled as it has in the harness, and over a second
    (back_to_back_ms says why).
 Why rounds: under its power limit the H200's SM clock hunts (1300-1600 MHz), and a compute-bound
-kernel follows it. Timed in separate processes, each backend got its own clock, and our/vendor ratios
-moved by 2.7-6% (2026-11-29). Within a round the two backends' windows are seconds apart and share
-the clock's state; rounds alternate which backend goes first (ABBA), so that a clock drifting through
-the rounds favours each side equally. gitcampaign.calibration takes medians over the rounds.
+kernel follows it. Timed in separate processes, each backend got its own clock, and the our/vendor
+ratios of the two measures differed by 2.7-6% (2026-11-29). Within a round a measure's two windows
+(ours, the vendor's) are seconds apart, not a process apart; rounds alternate which backend goes
+first (ABBA), so that a clock drifting through the rounds favours each side equally.
+gitcampaign.calibration takes medians over the rounds, and the spread of the rounds' ratios shows
+how much of the clock's wandering is left in one round.
 Writes DIR/crosscheck.json (and the harness's CSVs and clock logs under DIR/ours, DIR/vendor). Needs
 a CUDA GPU (exit 2 without one); this module imports torch only to measure, so the tool itself only
 ever runs it as a child, and the round logic (`interleave`) is tested on the CPU with fake timers.

@@ -4,17 +4,20 @@ benchmarks/gate_check.py runs them.)"""
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 import kernels
+from gitcampaign import crosscheck
 from gitcampaign.calibration import RATIO_LIMIT, ROLES, SHAPE_LIMIT, CalibrationRow, build_rows
 from gitcampaign.crosscheck import Figures, harness_figures, interleave, load_harness, round_order
 from gitcampaign.templates import quick_test_bench as qtb
@@ -151,16 +154,31 @@ def test_two_harness_copies_in_one_process_measure_with_their_own_backend(
     for name in ("KERNELS_GEMM_BACKEND", "TRITON_INTERPRET"):  # the harness sets them: restored after
         monkeypatch.setenv(name, "")
     monkeypatch.setattr(sys, "path", list(sys.path))
-    for role in ROLES:
-        monkeypatch.delitem(sys.modules, f"campaign_quick_test_bench_{role}", raising=False)
+    for role in ROLES:  # load_harness registers the copies there: gone after the test
+        monkeypatch.setitem(sys.modules, f"campaign_quick_test_bench_{role}", None)
     copies = {
         role: load_harness(path, role, backend)
         for role, backend in zip(ROLES, ("triton", "torch"), strict=True)
     }
     assert copies["ours"] is not copies["vendor"]
-    for role in ("vendor", "ours", "vendor"):
+    for role in ("vendor", "ours"):
         csv_path = tmp_path / f"{role}.csv"
         assert copies[role].main(["--summary-csv", str(csv_path), "--shapes-file", str(shapes)]) == 0
         assert os.environ["KERNELS_GEMM_BACKEND"] == copies[role].BACKEND
         check, figures = harness_figures(copies[role], csv_path)
         assert check == "PASS" and set(figures) == {"forward", "backward"}
+
+    # The rounds of one shape as the child runs them (the outside clock needs CUDA: a fake here).
+    def outside_clock(harness: ModuleType, shape: Any, forward_only: bool) -> Figures:
+        return {"forward": {"ms": 1.0, "sm_mhz": math.nan, "power_w": math.nan}}
+
+    monkeypatch.setattr(crosscheck, "independent", outside_clock)
+    args = argparse.Namespace(out=tmp_path / "out", rounds=2, forward_only=False, shapes_file=shapes)
+    for role in ROLES:
+        (args.out / role).mkdir(parents=True)
+    record = crosscheck.cross_check_shape(copies, {"label": "tiny", "M": 32, "N": 32, "K": 32}, args)
+    assert record["backends"] == {"ours": "triton", "vendor": "torch"}
+    assert [one["check"] for one in record["rounds"]] == [{"ours": "PASS", "vendor": "PASS"}] * 2
+    assert sorted(path.name for path in (args.out / "vendor").glob("*.csv")) == ["tiny-r1.csv", "tiny-r2.csv"]
+    (row,) = build_rows([record])  # forward: the only phase both measures have here
+    assert len(row.harness_ratios) == 2 and row.harness_ratios[0] > 0

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from gitcampaign import constants as C
+from gitcampaign import measure
 from gitcampaign.cli import main
 from gitcampaign.commands.calibrate import calibrate
 from gitcampaign.commands.init import init
@@ -43,3 +46,55 @@ def test_no_gpu_fails_through_the_cli_and_records_nothing(
     assert main(["-C", str(root), "calibrate", "--forward-only"]) == 1
     assert "no CUDA GPU is visible" in capsys.readouterr().err
     assert git(root, "for-each-ref", C.NOTES_ENVIRONMENT) == ""
+
+
+def test_the_rounds_reach_the_cross_check_and_its_records_the_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What calibrate does with the cross-check's answer (the measuring child needs a GPU; a fake
+    one answers here): one child for both backends with --rounds, the table from its rounds, a
+    warning per round whose harness did not pass, all in the environment note."""
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, options(op="gemm", quick_command=f"python {C.campaign_dir(NAME)}/{C.HARNESS_FILE}"))
+    prepare(root, NAME, install_hooks=False)
+    calls: list[list[str]] = []
+
+    def cross_check(command: str, cwd: Path, log: Path, timeout_s: float, what: str, args: list[str]) -> int:
+        calls.append(args)
+        out, rounds = Path(args[args.index("--out") + 1]), int(args[args.index("--rounds") + 1])
+
+        def figures(ms: float) -> dict[str, dict[str, float]]:
+            return {"forward": {"ms": ms, "sm_mhz": 1500.0, "power_w": 690.0}}
+
+        record = {
+            "label": "s",
+            "backends": {"ours": "triton", "vendor": "torch"},
+            "rounds": [
+                {
+                    "order": ["ours", "vendor"] if index % 2 == 0 else ["vendor", "ours"],
+                    "check": {"ours": "PASS", "vendor": "FAIL" if index == 1 else "PASS"},
+                    "harness": {"ours": figures(1.0 + index / 100), "vendor": figures(0.8 + index / 100)},
+                    "back_to_back": {"ours": figures(1.0), "vendor": figures(0.8)},
+                }
+                for index in range(rounds)
+            ],
+        }
+        out.mkdir(parents=True)
+        (out / "crosscheck.json").write_text(json.dumps([record]))
+        return 0
+
+    monkeypatch.setattr(measure, "run_logged", cross_check)
+    result = calibrate(root, NAME, forward_only=True, rounds=2)
+    (args,) = calls
+    assert args[args.index("--ours") + 1 : args.index("--ours") + 4] == ["triton", "--vendor", "torch"]
+    assert "--forward-only" in args
+    (row,) = result.rows
+    assert row.harness_ratios == pytest.approx([0.8, 0.81 / 1.01])
+    assert result.warnings == ["s torch round 2: the harness's Check is FAIL"]
+    head = git(root, "rev-parse", f"campaign/{NAME}/main").strip()
+    note = yaml.safe_load(git(root, "notes", "--ref", C.NOTES_ENVIRONMENT, "show", head))
+    assert note["rounds"] == 2 and note["rows"][0]["harness_ratios"] == pytest.approx(row.harness_ratios)
+    assert set(note["harness_clocks"]) == {"ours", "vendor"}
+    with pytest.raises(CampaignError, match="at least one round"):
+        calibrate(root, NAME, rounds=0)

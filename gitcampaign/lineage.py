@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,18 +29,31 @@ class LineageRow:
     commit: str | None
 
 
-def _cumulative(rounds: list[Round]) -> dict[int, float]:
-    """Speedup over the baseline after each round, as the product of paired ratios of accepted rounds
-    (paired ratios are robust to drift between days; absolute numbers of different runs are not)."""
-    level, result = 1.0, {}
+@dataclass(frozen=True)
+class RoundLevel:
+    entry: Round
+    speedup: float | None  # the round's over the baseline: incumbent's times its paired ratio, or None
+    incumbent: float  # the accepted line's speedup over the baseline after the round
+
+
+def aggregate_ratio(decision: VerdictDoc | None) -> float | None:
+    ratio = decision.get("ratio") if decision else None
+    return ratio if isinstance(ratio, (int, float)) else None
+
+
+def cumulative(
+    rounds: list[Round], ratio_of: Callable[[VerdictDoc | None], float | None] = aggregate_ratio
+) -> list[RoundLevel]:
+    """Speedup over the baseline of each round, as the product of paired ratios of accepted rounds
+    (paired ratios are robust to drift between days; absolute numbers of different runs are not);
+    `ratio_of` picks the ratio from a decision (the aggregate's, or one shape's)."""
+    level, result = 1.0, []
     for entry in rounds:
-        decision = entry.decision
-        ratio = decision.get("ratio") if decision else None
-        if entry.status == Status.ACCEPTED and isinstance(ratio, (int, float)):
-            level *= ratio
-            result[entry.number] = level
-        elif isinstance(ratio, (int, float)):
-            result[entry.number] = level * ratio
+        ratio = ratio_of(entry.decision)
+        speedup = level * ratio if ratio is not None else None
+        if entry.status == Status.ACCEPTED and speedup is not None:
+            level = speedup
+        result.append(RoundLevel(entry, speedup, level))
     return result
 
 
@@ -63,16 +76,15 @@ def lineage_rows(campaign: Campaign) -> tuple[Mapping[str, Any], list[LineageRow
     """(the baseline document, or {} before the baseline; a row per round)."""
     baseline_docs, rounds = campaign.lineage()
     baseline: Mapping[str, Any] = baseline_docs[0] if baseline_docs else {}
-    levels = _cumulative(rounds)
     quick_base = (baseline.get("aggregate") or {}).get("quick")
     rows = (
         [LineageRow(1, Status.BASELINE, Decision.BASELINE, "baseline", quick_base, 1.0, "", None, None)]
         if baseline
         else []
     )
-    for entry in rounds:
+    for step in cumulative(rounds):
+        entry, level = step.entry, step.speedup
         decision = entry.decision
-        level = levels.get(entry.number)
         rows.append(
             LineageRow(
                 entry.number,

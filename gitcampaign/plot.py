@@ -21,7 +21,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import verdict
+from gitcampaign import lineage, verdict
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.errors import CampaignError
 from gitcampaign.verdict import VerdictDoc
@@ -84,18 +84,16 @@ def series(campaign: Campaign, shape: str | None = None) -> Series:
             noise_floor.aggregate if shape is None else noise_floor.shapes.get(shape, noise_floor.aggregate)
         )
     _, rounds = campaign.lineage()
-    level = 1.0
     points = [Point(1, Status.BASELINE, 1.0, True)]
     levels = [(1, 1.0)]
-    for entry in rounds:
+    for step in lineage.cumulative(rounds, lambda decision: _ratio(decision, shape)):
+        entry = step.entry
         if entry.status not in (Status.ACCEPTED, Status.REJECTED):
             continue
-        ratio = _ratio(entry.decision, shape)
-        speedup = level * ratio if ratio is not None else level
-        points.append(Point(entry.number, entry.status, speedup, ratio is not None))
-        if entry.status == Status.ACCEPTED:
-            level = speedup
-        levels.append((entry.number, level))
+        # Without a ratio (a gate decided) the round sits on the incumbent's level, unchanged by it.
+        speedup = step.speedup if step.speedup is not None else step.incumbent
+        points.append(Point(entry.number, entry.status, speedup, step.speedup is not None))
+        levels.append((entry.number, step.incumbent))
     title = "aggregate (geomean over shapes)" if shape is None else f"shape {shape}"
     return Series(title, points, levels, noise)
 

@@ -20,7 +20,8 @@ from typing import Any
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import Campaign, Round, resolve
+from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.commands.override import pick_round
 from gitcampaign.errors import CampaignError
 from gitcampaign.vocabulary import Status
 
@@ -57,23 +58,10 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _picked_round(campaign: Campaign, number: int | None) -> Round:
-    _, rounds = campaign.lineage()
-    for entry in reversed(rounds):
-        if number is None or entry.number == number:
-            return entry
-    raise CampaignError(
-        f"campaign {campaign.name} has no round {number}"
-        if number
-        else f"campaign {campaign.name} has no rounds",
-        "list rounds with the log tool (`git campaign log`)",
-    )
-
-
 def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int | None) -> None:
     """An override may overrule the speed rules, never a gate, and never a round nobody measured."""
     repo = g.open_repo(repo_path)
-    entry = _picked_round(Campaign(repo, resolve(repo, campaign_name)), number)
+    entry = pick_round(Campaign(repo, resolve(repo, campaign_name)), number)
     reasons = entry.decision.get("reasons") or [] if entry.decision else []
     gates = [reason for reason in reasons if reason in GATE_REASONS]
     if gates:
@@ -92,7 +80,7 @@ def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -
     """The round's change against its incumbent (the accepted head it was measured, or will be, against)."""
     repo = g.open_repo(repo_path)
     campaign = Campaign(repo, resolve(repo, campaign_name))
-    entry = _picked_round(campaign, number)
+    entry = pick_round(campaign, number)
     if entry.commit is None:
         raise CampaignError(
             f"round {entry.number} has no commit yet",

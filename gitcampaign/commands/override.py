@@ -32,7 +32,8 @@ class OverrideResult:
         return asdict(self)
 
 
-def _pick(campaign: Campaign, number: int | None) -> Round:
+def pick_round(campaign: Campaign, number: int | None) -> Round:
+    """Round `number`, else the latest round: what an override (or the MCP diff_round) acts on."""
     _, rounds = campaign.lineage()
     if not rounds:
         raise CampaignError(
@@ -73,7 +74,7 @@ def accept(repo_path: Path, campaign_name: str | None, number: int | None, reaso
     with locked(repo_path, campaign_name, clean_for="accept a round") as campaign:
         repo = campaign.repo
         campaign.require_baseline()
-        entry = _pick(campaign, number)
+        entry = pick_round(campaign, number)
         head = campaign.accepted_head()
         if entry.status in (Status.ACCEPTED, Status.EMPTY, Status.PENDING):
             hints = {
@@ -95,7 +96,7 @@ def accept(repo_path: Path, campaign_name: str | None, number: int | None, reaso
 def rollback(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
     with locked(repo_path, campaign_name, clean_for="roll back a round") as campaign:
         repo = campaign.repo
-        entry = _pick(campaign, number)
+        entry = pick_round(campaign, number)
         head = campaign.accepted_head()
         previous = entry.decision.decision if entry.decision else "none"
         if entry.status == Status.REJECTED:

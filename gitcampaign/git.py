@@ -255,8 +255,9 @@ def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
     return read_blob(repo, blob.strip())
 
 
-def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> None:
-    """Attach `content` verbatim (blob + `notes add -C`); refuses to overwrite unless `replace`.
+def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> str:
+    """Attach `content` verbatim (blob + `notes add -C`, which keeps that blob as the note); refuses to
+    overwrite unless `replace`. Returns the note's blob.
 
     `git notes add` moves the notes ref without a compare-and-swap, so two writers can each commit
     on the same parent and one note vanishes; the repository lock serialises every writer here."""
@@ -266,6 +267,7 @@ def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace:
         args.append("-f")
     with repo_lock(repo):
         repo.git.notes(*args, commit)
+    return blob
 
 
 # -- commits without touching the user's index ------------------------------------------------------

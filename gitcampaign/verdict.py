@@ -240,8 +240,8 @@ def write_csv_note(repo: Repo, notes_ref: str, commit: str, raw: bytes) -> dict[
                 f"{commit[:12]} already has the {notes_ref} note a verdict was decided from",
                 "a CSV note a verdict names is never replaced; see it with `git campaign show`",
             )
-        g.write_note(repo, notes_ref, commit, raw, replace=existing is not None)
-        return {"ref": notes_ref, "blob": g.note_blobs(repo, notes_ref)[commit]}
+        blob = g.write_note(repo, notes_ref, commit, raw, replace=existing is not None)
+        return {"ref": notes_ref, "blob": blob}
 
 
 @dataclass(frozen=True)

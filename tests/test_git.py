@@ -45,6 +45,16 @@ def test_notes_come_back_byte_for_byte(root: Path) -> None:
     assert raw == git(root, "notes", "--ref", C.NOTES_BENCH, "show", commit).encode()
 
 
+def test_write_note_returns_the_blob_git_lists(root: Path) -> None:
+    repo = g.open_repo(root)
+    commit = git(root, "rev-parse", "HEAD").strip()
+    # Blank lines and no final newline: what `git notes add -m` would clean up must stay as written.
+    content = b"\n\na,b\n1,2\n\n\nno final newline"
+    blob = g.write_note(repo, "refs/notes/campaign/test", commit, content)
+    assert blob == g.note_blobs(repo, "refs/notes/campaign/test")[commit]
+    assert g.read_note(repo, "refs/notes/campaign/test", commit) == content
+
+
 def test_staged_files_are_what_is_committed_not_the_work_tree(root: Path) -> None:
     repo = g.open_repo(root)
     (root / "new.py").write_text("staged = 1\n")

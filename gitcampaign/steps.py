@@ -452,14 +452,15 @@ def measured_paths(manifest: Manifest) -> list[str] | None:
     return sorted({*manifest.workspace, C.campaign_dir(manifest.name)}) if manifest.workspace else None
 
 
-def outside_workspace(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> list[str]:
-    """Paths a round changed that the workspace copy does not hold: its measurement would miss them."""
+def outside_workspace(manifest: Manifest, changed: list[str]) -> list[str]:
+    """The paths a round changed (`changed`) that the workspace copy does not hold: its measurement
+    would miss them."""
     if not manifest.workspace:
         return []
     held = measured_paths(manifest) or []
     return [
         path
-        for path in g.changed_paths(repo, incumbent, commit)
+        for path in changed
         if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in held)
     ]
 

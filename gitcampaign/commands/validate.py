@@ -101,8 +101,11 @@ def round_to_validate(campaign: Campaign) -> Round:
 IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")
 
 
-def protected_changes(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> list[str]:
-    """Protected files changed by the round, and what it added where the harness imports from.
+def protected_changes(
+    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
+) -> list[str]:
+    """Protected files changed by the round (`changed`: its paths changed against the incumbent), and
+    what it added where the harness imports from.
 
     Named files are hashed; the campaign folder is protected as a whole (a new file there counts);
     so are the harness's import folders (each protected script's folder, and the repository root the
@@ -114,7 +117,7 @@ def protected_changes(repo: Repo, manifest: Manifest, incumbent: str, commit: st
         if content is None or sha256_bytes(content) != digest:
             protected.append(path)
     folder = C.campaign_dir(manifest.name) + "/"
-    protected += [path for path in g.changed_paths(repo, incumbent, commit) if path.startswith(folder)]
+    protected += [path for path in changed if path.startswith(folder)]
     import_dirs = {""} | {
         f"{parent}/"
         for path in manifest.protected_paths
@@ -135,11 +138,13 @@ def protected_changes(repo: Repo, manifest: Manifest, incumbent: str, commit: st
     return sorted(set(protected))
 
 
-def gate_findings(repo: Repo, manifest: Manifest, incumbent: str, commit: str) -> dict[str, list[str]]:
+def gate_findings(
+    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
+) -> dict[str, list[str]]:
     """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
-    protected = protected_changes(repo, manifest, incumbent, commit)
+    protected = protected_changes(repo, manifest, incumbent, commit, changed)
     static, suppressed, info = [], [], []
-    for path in g.changed_paths(repo, incumbent, commit):
+    for path in changed:
         content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
         if content is None:
             continue
@@ -185,7 +190,8 @@ def validate(
         )
         hypothesis = current.hypothesis or _hypothesis_from_message(g.commit_message(repo, commit))
         shapes = manifest.shapes() if full else manifest.representative()
-        unmeasured = steps.outside_workspace(repo, manifest, incumbent, commit)
+        changed = g.changed_paths(repo, incumbent, commit)
+        unmeasured = steps.outside_workspace(manifest, changed)
         if unmeasured:
             raise CampaignError(
                 f"round {current.number} changes {', '.join(unmeasured[:5])}, outside the workspace copy"
@@ -194,7 +200,7 @@ def validate(
                 " --workspace holds that path",
             )
         with progress.phase("gates"):
-            gates = gate_findings(repo, manifest, incumbent, commit)
+            gates = gate_findings(repo, manifest, incumbent, commit, changed)
         started = verdict.now()
         document: dict[str, Any] = {
             "campaign": campaign.name,

@@ -15,7 +15,7 @@ from pathlib import Path
 from gitcampaign import git as g
 from gitcampaign import plot, verdict
 from gitcampaign.campaign import Campaign, Round, resolve
-from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.lineage import LineageRow, rows_of
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Status
 
@@ -119,15 +119,15 @@ def _round_section(campaign: Campaign, entry: Round) -> str:
 
 def render(campaign: Campaign) -> str:
     manifest = campaign.manifest()
-    _, rows = lineage_rows(campaign)
-    _, rounds = campaign.lineage()
+    baseline_docs, rounds = campaign.lineage()  # read once: the table, the plots and the sections
+    _, rows = rows_of(baseline_docs, rounds)
     head = campaign.accepted_head()
-    data = plot.plot_data(campaign)
+    data = plot.plot_data(campaign, rounds=rounds)
     figure = plot.render(data, "png")
     shape_figures = [
         _image(
             plot.render(
-                plot.PlotData(**{**vars(data), "series": plot.series(campaign, label)}), "png", False
+                plot.PlotData(**{**vars(data), "series": plot.series(campaign, label, rounds)}), "png", False
             ),
             f"speedup per round of {label}",
         )

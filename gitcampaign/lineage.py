@@ -74,7 +74,13 @@ def _key_deltas(decision: VerdictDoc | None, top: int = 2) -> str:
 
 def lineage_rows(campaign: Campaign) -> tuple[Mapping[str, Any], list[LineageRow]]:
     """(the baseline document, or {} before the baseline; a row per round)."""
-    baseline_docs, rounds = campaign.lineage()
+    return rows_of(*campaign.lineage())
+
+
+def rows_of(
+    baseline_docs: list[VerdictDoc], rounds: list[Round]
+) -> tuple[Mapping[str, Any], list[LineageRow]]:
+    """`lineage_rows` of a lineage already read (`Campaign.lineage()`)."""
     baseline: Mapping[str, Any] = baseline_docs[0] if baseline_docs else {}
     quick_base = (baseline.get("aggregate") or {}).get("quick")
     rows = (

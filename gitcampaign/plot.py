@@ -22,7 +22,7 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import lineage, verdict
-from gitcampaign.campaign import Campaign, resolve
+from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.errors import CampaignError
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status
@@ -68,8 +68,9 @@ def _ratio(decision: VerdictDoc | None, shape: str | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def series(campaign: Campaign, shape: str | None = None) -> Series:
-    """Speedup per round of the aggregate (or of one shape) from the verdict notes."""
+def series(campaign: Campaign, shape: str | None = None, rounds: list[Round] | None = None) -> Series:
+    """Speedup per round of the aggregate (or of one shape) from the verdict notes; `rounds` is the
+    campaign's lineage when the caller has read it already."""
     manifest = campaign.manifest()
     noise_floor = manifest.noise_floor
     if shape is not None and shape not in [s.label for s in manifest.shapes()]:
@@ -83,7 +84,8 @@ def series(campaign: Campaign, shape: str | None = None) -> Series:
         noise = (
             noise_floor.aggregate if shape is None else noise_floor.shapes.get(shape, noise_floor.aggregate)
         )
-    _, rounds = campaign.lineage()
+    if rounds is None:
+        _, rounds = campaign.lineage()
     points = [Point(1, Status.BASELINE, 1.0, True)]
     levels = [(1, 1.0)]
     for step in lineage.cumulative(rounds, lambda decision: _ratio(decision, shape)):
@@ -98,9 +100,10 @@ def series(campaign: Campaign, shape: str | None = None) -> Series:
     return Series(title, points, levels, noise)
 
 
-def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
+def final_shape_ratios(campaign: Campaign, rounds: list[Round] | None = None) -> tuple[dict[str, float], str]:
     """Final/baseline per shape: the report's full validation when the accepted head carries one,
-    else the product of the accepted rounds' paired ratios (shapes measured in every accepted round)."""
+    else the product of the accepted rounds' paired ratios (shapes measured in every accepted round);
+    `rounds` is the campaign's lineage when the caller has read it already."""
     head = campaign.accepted_head()
     for document in reversed(verdict.read(campaign.repo, head)):
         if document.phase == Phase.REPORT and document.campaign == campaign.name:
@@ -111,7 +114,8 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
             }
             return measured, "final full validation (report)"
     manifest = campaign.manifest()
-    _, rounds = campaign.lineage()
+    if rounds is None:
+        _, rounds = campaign.lineage()
     accepted = [entry for entry in rounds if entry.status == Status.ACCEPTED]
     labels = manifest.representative_shapes or [s.label for s in manifest.shapes()]
     ratios = {label: 1.0 for label in labels}
@@ -126,10 +130,17 @@ def final_shape_ratios(campaign: Campaign) -> tuple[dict[str, float], str]:
     return ratios, "product of the accepted rounds' paired ratios"
 
 
-def plot_data(campaign: Campaign, shape: str | None = None) -> PlotData:
-    ratios, source = final_shape_ratios(campaign)
+def plot_data(campaign: Campaign, shape: str | None = None, rounds: list[Round] | None = None) -> PlotData:
+    if rounds is None:
+        _, rounds = campaign.lineage()
+    ratios, source = final_shape_ratios(campaign, rounds)
     return PlotData(
-        campaign.name, campaign.manifest().primary_metric, series(campaign, shape), ratios, source, shape
+        campaign.name,
+        campaign.manifest().primary_metric,
+        series(campaign, shape, rounds),
+        ratios,
+        source,
+        shape,
     )
 
 

@@ -7,8 +7,8 @@
 # PLAN is a bash file defining lane0, lane1, ... (lane N runs on GPU N, in its own clone, all lanes at
 # once); inside a lane:
 #   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent)
-#   round_from NAME REF [ARGS...]   open a round of NAME, put commit REF (a branch of the bundle) on
-#                         it (its message carries the Hypothesis:/Change: lines), validate it (ARGS)
+#   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
+#                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # Each lane ends with `git campaign export` of every campaign it touched; OUTDIR/laneN.tgz holds the
@@ -52,9 +52,7 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   round_from() {
     local name=$1 ref=$2
     shift 2
-    gc -c "$name" round -m "$(git log -1 --format=%s "xfer/$ref")" || return
-    git cherry-pick "xfer/$ref" >>"$dir/log/steps.txt" 2>&1 || { git cherry-pick --abort; return 1; }
-    gc -c "$name" validate "$@"
+    gc -c "$name" round --from "xfer/$ref" && gc -c "$name" validate "$@"
   }
   timed() {
     local name=$1 limit

@@ -345,15 +345,28 @@ def baseline(
 
 
 @cli.command("round", context_settings=CONTEXT)
-@click.option("-m", "--message", "hypothesis", required=True, help="The round's one hypothesis.")
+@click.option("-m", "--message", "hypothesis", default="", help="The round's one hypothesis.")
+@click.option(
+    "--from",
+    "from_ref",
+    default=None,
+    metavar="REF",
+    help="Open the round with commit REF on it (a candidate on another branch; its message's "
+    "Hypothesis: line is the default -m).",
+)
 @click.pass_context
-def round_(ctx: click.Context, hypothesis: str) -> None:
+def round_(ctx: click.Context, hypothesis: str, from_ref: str | None) -> None:
     """OPTIMIZE: open campaign/NAME/round-N on the accepted head."""
     from gitcampaign.commands.round import open_round
 
-    result = open_round(_repo(ctx), _campaign(ctx), hypothesis)
+    result = open_round(_repo(ctx), _campaign(ctx), hypothesis, from_ref)
     click.echo(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
-    click.echo("make ONE change, `git commit` (Hypothesis:/Change: lines), then `git campaign validate`")
+    if result.picked:
+        click.echo(
+            f"its commit {result.picked[:12]} is {from_ref} applied there; next: `git campaign validate`"
+        )
+    else:
+        click.echo("make ONE change, `git commit` (Hypothesis:/Change: lines), then `git campaign validate`")
 
 
 def _validation_text(result: Any) -> str:

@@ -286,6 +286,37 @@ def commit_tree(repo: Repo, tree: str, parent: str, message: str) -> str:
     return _git(repo, "commit-tree", tree, "-p", parent, "-F", "-", stdin=message.encode())
 
 
+def pick_onto(repo: Repo, commit: str, base: str) -> str | None:
+    """`commit`'s change (against its parent) as a new commit on `base`, with its message and author:
+    a cherry-pick in a private index, so no ref, index or file moves. None when the change does not
+    apply to `base` (a conflict)."""
+    top = str(root(repo))
+    patch = subprocess.run(
+        ["git", "-C", top, "diff", "--binary", "--full-index", f"{commit}^", commit],
+        capture_output=True,
+        check=True,
+    ).stdout
+    author = _git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad", "--date=raw", commit).split("\0")
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(repo, "read-tree", base, env=env)
+        applied = subprocess.run(
+            ["git", "-C", top, "apply", "--cached", "--3way", "-"], input=patch, env=env, capture_output=True
+        )
+        if applied.returncode != 0:
+            return None
+        tree = _git(repo, "write-tree", env=env)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": author[0],
+        "GIT_AUTHOR_EMAIL": author[1],
+        "GIT_AUTHOR_DATE": author[2],
+    }
+    return _git(
+        repo, "commit-tree", tree, "-p", base, "-F", "-", stdin=commit_message(repo, commit).encode(), env=env
+    )
+
+
 def move_branch(repo: Repo, branch: str, new: str, old: str | None, message: str) -> None:
     """Compare-and-swap `branch` to `new`; when it is checked out, its index and work tree follow.
 

@@ -4,7 +4,9 @@ existed: notes, YAML and JSON stay byte for byte what they were."""
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterable
 from enum import Enum
 
 if sys.version_info >= (3, 11):
@@ -48,3 +50,19 @@ class Status(StrEnum):
     OPEN = "open"  # a round branch with its commit, not validated yet
     EMPTY = "empty"  # a round branch without its commit yet
     PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)
+
+
+# A round's commit message: one non-empty line of each (the commit-msg hook and `round --from` check).
+HYPOTHESIS_RE = re.compile(r"^hypothesis:\s*\S", re.IGNORECASE)
+CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
+MESSAGE_FORMAT = "Hypothesis: <what you expect and why>\nChange: <the one change this round makes>"
+
+
+def missing_message_lines(lines: Iterable[str]) -> list[str]:
+    """The labels (`Hypothesis:`, `Change:`) that no line of a round's commit message carries."""
+    lines = list(lines)
+    return [
+        label
+        for label, pattern in (("Hypothesis:", HYPOTHESIS_RE), ("Change:", CHANGE_RE))
+        if not any(pattern.match(line) for line in lines)
+    ]

@@ -14,7 +14,6 @@ are what `gitcampaign.hook_install` writes, so the two never drift.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -27,11 +26,9 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import HOOK_NAMES
 from gitcampaign.lint import format_finding, lint_source
 from gitcampaign.refs import CampaignRef, RefKind
+from gitcampaign.vocabulary import HYPOTHESIS_RE, MESSAGE_FORMAT, missing_message_lines
 
-HYPOTHESIS_RE = re.compile(r"^hypothesis:\s*\S", re.IGNORECASE)
-CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
 SCISSORS = "# ------------------------ >8 ------------------------"
-MESSAGE_FORMAT = "Hypothesis: <what you expect and why>\nChange: <the one change this round makes>"
 # Variables git sets for its hooks that pin a repository; the test command may run git itself
 # (e.g. tests that build scratch repositories), so it must not inherit them.
 REPOSITORY_ENV = (
@@ -216,11 +213,7 @@ def run_commit_msg(repo_root: Path, msg_file: Path) -> tuple[int, str]:
             break
         if not line.startswith("#"):
             lines.append(line)
-    missing = [
-        label
-        for label, pattern in (("Hypothesis:", HYPOTHESIS_RE), ("Change:", CHANGE_RE))
-        if not any(pattern.match(line) for line in lines)
-    ]
+    missing = missing_message_lines(lines)
     if not missing:
         return 0, ""
     return 1, "\n".join(

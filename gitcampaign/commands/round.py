@@ -1,4 +1,5 @@
-"""OPTIMIZE: `git campaign round -m HYPOTHESIS` opens `campaign/NAME/round-N` on the accepted head."""
+"""OPTIMIZE: `git campaign round -m HYPOTHESIS` opens `campaign/NAME/round-N` on the accepted head;
+`--from REF` opens it with the one commit REF already on it (a candidate prepared on another branch)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from git import Repo
+
 from gitcampaign import git as g
 from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
-from gitcampaign.vocabulary import Status
+from gitcampaign.vocabulary import HYPOTHESIS_RE, MESSAGE_FORMAT, Status, missing_message_lines
 
 
 @dataclass
@@ -17,14 +20,20 @@ class RoundResult:
     number: int
     branch: str
     base: str
+    picked: str | None = None  # the round's commit, when it came from --from
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> RoundResult:
+def open_round(
+    repo_path: Path, campaign_name: str | None, hypothesis: str, from_ref: str | None = None
+) -> RoundResult:
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
+        source = _candidate(repo, from_ref) if from_ref else None
+        if source is not None and not hypothesis.strip():
+            hypothesis = source[1]
         if not hypothesis.strip():
             raise CampaignError(
                 "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
@@ -49,7 +58,43 @@ def open_round(repo_path: Path, campaign_name: str | None, hypothesis: str) -> R
         number = campaign.next_round_number()
         branch = campaign.round_branch(number)
         base = campaign.accepted_head()
-        g.update_ref(repo, campaign.round_ref(number), base, None, f"campaign: open round {number}")
+        tip = base
+        if source is not None:
+            if g.is_ancestor(repo, source[0], base):
+                raise CampaignError(
+                    f"{from_ref} ({source[0][:12]}) is already in the accepted line", "pick a newer commit"
+                )
+            # Applied before any ref moves: a change that does not apply leaves nothing behind.
+            picked = g.pick_onto(repo, source[0], base)
+            if picked is None:
+                raise CampaignError(
+                    f"{from_ref} ({source[0][:12]}) does not apply to the accepted head {base[:12]}",
+                    f"rebase it onto {campaign.main_branch} (`git rebase {campaign.main_branch}` on its "
+                    "branch), then run this again",
+                )
+            tip = picked
+        g.update_ref(repo, campaign.round_ref(number), tip, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
         g.checkout(repo, branch)
-        return RoundResult(number, branch, base)
+        return RoundResult(number, branch, base, None if source is None else tip)
+
+
+def _candidate(repo: Repo, ref: str) -> tuple[str, str]:
+    """(commit, hypothesis) of `--from REF`: one non-merge commit whose message has the round's lines."""
+    commit = g.rev(repo, ref)
+    if commit is None:
+        raise CampaignError(f"--from {ref} is not a commit", "name a branch, tag or commit id")
+    if len(g.trees_and_parents(repo, [commit])[commit][1]) != 1:
+        raise CampaignError(
+            f"--from {ref} ({commit[:12]}) is not a single-parent commit: a round is one change",
+            "squash the candidate into one commit on its branch",
+        )
+    lines = g.commit_message(repo, commit).splitlines()
+    missing = missing_message_lines(lines)
+    if missing:
+        raise CampaignError(
+            f"--from {ref} ({commit[:12]}) has no {' and '.join(missing)} line in its message",
+            f"reword it (`git commit --amend` on its branch) to carry\n{MESSAGE_FORMAT}",
+        )
+    hypothesis = next(line for line in lines if HYPOTHESIS_RE.match(line)).split(":", 1)[1].strip()
+    return commit, hypothesis

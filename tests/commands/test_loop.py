@@ -165,6 +165,53 @@ def test_round_refuses_second_round_and_empty_hypothesis(project: Path) -> None:
         open_round(project, None, "second")
 
 
+def test_a_round_from_a_prepared_commit(project: Path) -> None:
+    # A candidate made on a branch of its own (by a colleague, an agent, another machine), off a
+    # commit older than the accepted head: the round carries that one change, on the accepted head.
+    head = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    git(project, "checkout", "-q", "-b", "candidate", f"{C.main_branch(NAME)}~1")
+    set_kernel(project, 130)
+    git(project, "commit", "-q", "-am", "bigger tiles\n\nHypothesis: bigger tiles\nChange: speed 130")
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    result = open_round(project, None, "", "candidate")
+    assert (
+        result.picked
+        == git(project, "rev-parse", "HEAD").strip()
+        == ref(project, f"refs/heads/{result.branch}")
+    )
+    assert git(project, "rev-parse", f"{result.picked}^").strip() == head
+    assert git(project, "diff", "--name-only", head, result.picked).split() == ["kernel.py"]
+    assert git(project, "show", "-s", "--format=%an", result.picked).strip() == "Campaign Tester"
+    assert git(project, "config", f"branch.{result.branch}.description").strip() == "bigger tiles"
+    decided = validate(project, None)
+    assert decided.decision == C.DECISION_ACCEPT and decided.commit == result.picked
+
+
+def test_a_round_from_a_commit_that_cannot_be_one_leaves_nothing(project: Path) -> None:
+    main = C.main_branch(NAME)
+    git(project, "checkout", "-q", "-b", "no-lines", main)
+    set_kernel(project, 130)
+    git(project, "commit", "-q", "-am", "bigger tiles")
+    with pytest.raises(CampaignError, match="no Hypothesis: and Change: line") as info:
+        open_round(project, None, "", "no-lines")
+    assert "git commit --amend" in info.value.hint
+    # A change to the kernel's own lines that the accepted head changed too: it does not apply.
+    commit_round(project, "faster", 120)
+    validate(project, None)
+    git(project, "checkout", "-q", "-b", "stale", "no-lines")
+    (project / "kernel.py").write_text((project / "kernel.py").read_text().replace("130", "140"))
+    git(project, "commit", "-q", "-am", "Hypothesis: h\nChange: speed 140")
+    git(project, "checkout", "-q", main)
+    heads = git(project, "for-each-ref", "refs/heads/campaign").strip()
+    with pytest.raises(CampaignError, match="does not apply") as info:
+        open_round(project, None, "", "stale")
+    assert f"git rebase {main}" in info.value.hint
+    assert git(project, "for-each-ref", "refs/heads/campaign").strip() == heads  # no round ref
+    assert git(project, "status", "--porcelain").strip() == ""
+    with pytest.raises(CampaignError, match="not a commit"):
+        open_round(project, None, "", "no-such-branch")
+
+
 def test_two_commits_in_a_round_are_refused(project: Path) -> None:
     commit_round(project, "two changes", 110)
     set_kernel(project, 120)

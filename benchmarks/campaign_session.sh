@@ -11,13 +11,12 @@
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
-# Each lane ends with `git campaign export` of every campaign it touched; OUTDIR/laneN.tgz holds the
-# bundles (campaigns/NAME/lineage.bundle) and every command's output. LANE_S (default 520) is each
-# lane's budget in seconds.
+# Each lane ends with `git campaign export` of every campaign in its clone; OUTDIR/laneN.tgz holds
+# them (log/NAME.bundle, for `git campaign import` at home), every command's output and the runs' logs.
+# LANE_S (default 520) is each lane's budget in seconds.
 set -uo pipefail
 plan=$(realpath "$1")
 out=$(realpath -m "$2")
-project=$PWD
 bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
 budget=${LANE_S:-520}
 mkdir -p "$out"
@@ -31,7 +30,7 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   git clone -q -b main "$bundle" "$dir/repo" || return
   cd "$dir/repo" || return
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
-  for b in "$bundle"; do git fetch -q "$b" 'refs/heads/*:refs/remotes/xfer/*'; done
+  git fetch -q "$bundle" 'refs/heads/*:refs/remotes/xfer/*'  # candidates: round_from NAME BRANCH
   export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH}
   local step=0
   gc() {

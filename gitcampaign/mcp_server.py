@@ -152,13 +152,19 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         return call(lambda: run(here, name, number).to_json())
 
     @server.tool()
-    def open_round(hypothesis: str) -> CallToolResult:
-        """Open the next round on the accepted head with its ONE hypothesis; then edit and `git commit`."""
+    def open_round(hypothesis: str = "", from_ref: str | None = None) -> CallToolResult:
+        """Open the next round on the accepted head with its ONE hypothesis; then edit and `git commit`.
+        With from_ref (a branch or commit holding one candidate commit), the round opens with that
+        commit applied, its Hypothesis: line as the default hypothesis; then validate."""
         from gitcampaign.commands.round import open_round as run
 
         def work() -> dict[str, Any]:
-            result = run(here, name, hypothesis).to_json()
-            result["next"] = "make one change, `git commit` with Hypothesis:/Change: lines, then validate"
+            result = run(here, name, hypothesis, from_ref).to_json()
+            result["next"] = (
+                "validate"
+                if result["picked"]
+                else "make one change, `git commit` with Hypothesis:/Change: lines, then validate"
+            )
             return result
 
         return call(work)

@@ -107,6 +107,15 @@ def test_agent_loop_over_stdio(project: Path) -> None:
             assert refused.is_error and C.REASON_HARNESS_CHANGED in data(refused)["error"]
             assert git(project, "rev-parse", C.main_branch(NAME)).strip() == round_commit
 
+            # A candidate committed on a branch of its own (another agent's) opens the next round as is.
+            git(project, "checkout", "-q", "-b", "candidate", round_commit)
+            set_kernel(project, 120)
+            git(project, "commit", "-q", "-am", "Hypothesis: even bigger tiles\nChange: speed 120")
+            git(project, "checkout", "-q", C.main_branch(NAME))
+            picked = data(await client.call_tool("open_round", {"from_ref": "candidate"}))
+            assert picked["number"] == 4 and picked["picked"] and picked["next"] == "validate"
+            assert git(project, "rev-parse", f"{picked['picked']}^").strip() == round_commit
+
     anyio.run(session)
     assert progress and progress[0][0] == 0
     assert any(message and "ACCEPT" in message for _, message in progress)

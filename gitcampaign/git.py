@@ -587,7 +587,14 @@ def _lock_file(repo: Repo, campaign: str) -> Path:
 
 
 def _lock_is_free(repo: Repo, campaign: str) -> bool:
-    with open(_lock_file(repo, campaign), "a+") as handle:
+    return lock_free(_lock_file(repo, campaign))
+
+
+def lock_free(path: Path) -> bool:
+    """No process holds the flock on `path` (an absent lock file is free, and stays absent)."""
+    if not path.exists():
+        return True
+    with open(path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -3,7 +3,6 @@ SIGKILL), and the invariants every test asserts after a kill, a race or a tamper
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -106,18 +105,6 @@ def assert_no_note_lost(before: dict[str, dict[str, bytes]], after: dict[str, di
                 assert after[ref][commit] == content, f"{ref} note on {commit[:12]} was replaced"
 
 
-def _lock_free(path: Path) -> bool:
-    if not path.exists():
-        return True
-    with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return True
-
-
 def processes_under(root: Path) -> list[str]:
     """Live processes working inside `root`'s git dir: harnesses run in the scratch worktrees there
     (the test's own `git cat-file` helpers work in `root` itself)."""
@@ -144,7 +131,7 @@ def assert_invariants(root: Path, campaign: str, settled: bool = True) -> None:
     assert not (common / "index.lock").exists(), "stale index.lock"
     assert not (common / "campaign" / "move-journal.json").exists(), "branch move left unfinished"
     for lock in (common / "campaign").glob("*.lock"):
-        assert _lock_free(lock), f"{lock.name} still held"
+        assert g.lock_free(lock), f"{lock.name} still held"
     assert "/campaign/worktrees/" not in git(root, "worktree", "list"), "scratch worktree left behind"
     scratch_trees = common / "campaign" / "worktrees"
     assert not any(scratch_trees.glob("*/*")), "scratch worktree folder left behind"

@@ -22,8 +22,9 @@ view's strides (constexpr A_T / B_T, part of the autotune key so each layout tun
                                [K, M], load [BLOCK_K, BLOCK_M], `.T` in shared memory    (A_T = 1)
     B (N x K)  stride(1) == 1: descriptor over [N, K], load [BLOCK_N, BLOCK_K], `.T`     (B_T = 0)
                stride(0) == 1: descriptor over [K, N], load [BLOCK_K, BLOCK_N] as is     (B_T = 1)
-The forward is (0, 0), dA is (0, 1), dB is (1, 0). wgmma reads either major order from shared
-memory, so a `.T` is a view of the staged tile, not a data movement.
+The forward is (0, 0), dA is (0, 1), dB is (1, 1); a transposed `a` handed to the forward gives
+(1, 0). wgmma reads either major order from shared memory, so a `.T` is a view of the staged tile,
+not a data movement.
 
 Arguments of `_matmul_nt_kernel`: a_ptr / b_ptr / c_ptr base pointers; stride_a, stride_b, stride_c
 the one non-unit element stride of each (the row stride of the descriptor's [rows, cols] view above,

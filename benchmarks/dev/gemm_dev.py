@@ -115,7 +115,7 @@ def tuned_configs(case: Case) -> str:
     """The autotuned config of each layout (fwd, dA, dB) for this shape, from the autotuner's cache."""
     kernel = gemm_module._matmul_nt_kernel
     layouts = {"fwd": (case.m, case.n, case.k, False, False), "dA": (case.m, case.k, case.n, False, True)}
-    layouts["dB"] = (case.n, case.k, case.m, True, False)
+    layouts["dB"] = (case.n, case.k, case.m, True, True)
     picked = []
     for name, key in layouts.items():
         config = next((c for cached_key, c in kernel.cache.items() if tuple(cached_key[:5]) == key), None)

@@ -149,7 +149,7 @@ def test_tma_descriptor_choice(view: torch.Tensor, expected: bool | None) -> Non
 
 @pytest.mark.parametrize("num_sms", [1, 2, 5])
 def test_persistent_tma_path(num_sms: int, monkeypatch: pytest.MonkeyPatch, nan_poisoned_empty: None) -> None:
-    # Forward, dA and dB are the (A_T, B_T) layouts (0, 0), (0, 1) and (1, 0), all on the TMA kernel:
+    # Forward, dA and dB are the (A_T, B_T) layouts (0, 0), (0, 1) and (1, 1), all on the TMA kernel:
     # M off the 64 tile (rows past M zero-filled, stores clipped), N and K off it too (K's last step
     # half zero-filled), and 9-12 tiles over 1, 2 or 5 programs, so each program walks several tiles
     # and the epilogue's own tile counter must follow the main loop's. NaN-filled outputs catch a

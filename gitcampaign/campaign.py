@@ -176,9 +176,13 @@ class Campaign:
         return value
 
     def baseline_commit(self) -> str | None:
-        """The accepted-line commit the baseline recorded (the first one with a full-validation note)."""
-        full = g.note_blobs(self.repo, C.NOTES_FULL)
-        return next((c for c in g.first_parent_chain(self.repo, self.accepted_head()) if c in full), None)
+        """The accepted-line commit this campaign's baseline recorded. Its own baseline verdict
+        marks it, not any full-validation note: a campaign started on another's accepted line (a
+        project whose main took that campaign's rounds) has the other's baseline in its history."""
+        baselines = {
+            commit for commit, docs in self.verdicts().items() if any(d.phase == Phase.BASELINE for d in docs)
+        }
+        return next((c for c in g.first_parent_chain(self.repo, self.accepted_head()) if c in baselines), None)
 
     def require_baseline(self) -> Manifest:
         manifest = self.manifest()

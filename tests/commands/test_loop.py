@@ -333,3 +333,19 @@ def test_gates_reject_before_any_measurement(project: Path) -> None:
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
     assert docs[-1]["gates"]["protected_changed"] == ["bench.py"]
     assert any(note.startswith("protected paths changed: bench.py;") for note in result.notes)
+
+
+def test_a_campaign_started_on_another_campaigns_line(project: Path) -> None:
+    # The project's main took campaign demo's accepted rounds, baseline commit included; a second
+    # campaign started there has demo's baseline in its history, and must find its own.
+    commit_round(project, "faster", 150)
+    assert validate(project, None).decision == C.DECISION_ACCEPT
+    git(project, "checkout", "-q", "main")
+    git(project, "merge", "-q", "--ff-only", C.main_branch(NAME))
+    init(project, options(name="second"))
+    baseline(project, "second")
+    result = open_round(project, "second", "bigger tiles")
+    assert result.base == git(project, "rev-parse", C.main_branch("second")).strip()
+    set_kernel(project, 200)
+    git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 200")
+    assert validate(project, "second").decision == C.DECISION_ACCEPT

@@ -157,6 +157,14 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     head = g.rev(repo, "HEAD")
     if head is None:
         raise CampaignError("the repository has no commit yet", "commit the kernel first, then run init")
+    on = CampaignRef.from_ref(g.current_branch(repo) or "")
+    if on is not None:
+        raise CampaignError(
+            f"HEAD is on {on.branch}, a branch of campaign {on.campaign}: a campaign started there would "
+            f"carry {on.campaign}'s own commits (its manifest, notes' anchors, unmerged rounds)",
+            "check out the branch to start from (`git checkout main`, after merging what was accepted), "
+            "then run init again",
+        )
     main_ref = str(CampaignRef.main(name))
     if g.rev(repo, main_ref) is not None:
         raise CampaignError(

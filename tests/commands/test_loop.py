@@ -349,3 +349,6 @@ def test_a_campaign_started_on_another_campaigns_line(project: Path) -> None:
     set_kernel(project, 200)
     git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 200")
     assert validate(project, "second").decision == C.DECISION_ACCEPT
+    with pytest.raises(CampaignError, match="HEAD is on campaign/second/main, a branch of campaign second"):
+        init(project, options(name="third"))
+    assert ref(project, "refs/heads/campaign/third/main") is None

@@ -74,7 +74,7 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   done
   # The harness and test logs of every run (per-window clocks and times), for looking into the timings.
   (cd .git/campaign/runs 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' -o -name '*.json' \) \
-    -size -4M -exec cp --parents {} "$dir/log/runs/" \; ) 2>/dev/null
+    -size -4M -exec cp -p --parents {} "$dir/log/runs/" \; ) 2>/dev/null
   tar czf "$out/lane$n.tgz" -C "$dir" log
 }
 

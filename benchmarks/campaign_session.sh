@@ -32,6 +32,11 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
   git fetch -q "$bundle" 'refs/heads/*:refs/remotes/xfer/*'  # candidates: round_from NAME BRANCH
   export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH}
+  # The tool runs from main's copy, taken now: `python -m gitcampaign` in the clone would import the
+  # checked-out round's gitcampaign, so a round (or a campaign started before a fix) would run, and
+  # could change, the code that judges it.
+  mkdir -p "$dir/tool" && git archive HEAD gitcampaign | tar -x -C "$dir/tool" || return
+  printf '%s\n' 'import sys' 'from gitcampaign.cli import main' 'sys.exit(main())' >"$dir/tool/git-campaign.py"
   local step=0
   gc() {
     local limit
@@ -42,7 +47,7 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
       return 1
     fi
     echo "lane$n step $step $(date -u +%T) (${limit}s left): git campaign $*" | tee -a "$dir/log/steps.txt"
-    timeout -s INT -k 30 "$limit" python3 -m gitcampaign "$@" >"$dir/log/$step.out" 2>"$dir/log/$step.err"
+    timeout -s INT -k 30 "$limit" python3 "$dir/tool/git-campaign.py" "$@" >"$dir/log/$step.out" 2>"$dir/log/$step.err"
     local code=$?
     echo "lane$n step $step $(date -u +%T): exit $code" | tee -a "$dir/log/steps.txt"
     tail -3 "$dir/log/$step.out" | sed "s/^/lane$n   /"
@@ -69,8 +74,8 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   for m in $(git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main'); do
     local name=${m#campaign/}
     name=${name%/main}
-    python3 -m gitcampaign export "$name" "$dir/log/$name.bundle" >>"$dir/log/steps.txt" 2>&1
-    python3 -m gitcampaign -c "$name" log >"$dir/log/$name-log.txt" 2>&1
+    python3 "$dir/tool/git-campaign.py" export "$name" "$dir/log/$name.bundle" >>"$dir/log/steps.txt" 2>&1
+    python3 "$dir/tool/git-campaign.py" -c "$name" log >"$dir/log/$name-log.txt" 2>&1
   done
   # The harness and test logs of every run (per-window clocks and times), for looking into the timings.
   (cd .git/campaign/runs 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' -o -name '*.json' \) \

@@ -10,15 +10,40 @@ group size is a compile-time constant, none is assumed a tile multiple or non-ze
 never reads them on the host (no `.item()`, no sync; see `_check_group_sum` for the one check that
 would need the values).
 
-Forward algorithm (`_grouped_matmul_nt_kernel`): the grid is sized by an upper bound of row tiles
-that needs only host-known numbers, cdiv(ΣM, BLOCK_M) + G (each group wastes at most one partial
-tile), times the column tiles. Each program loads all G sizes in one vector (G padded to G_POW2, a
-compile-time constant: the number of experts is fixed per model; the sizes stay runtime values),
-takes cumulative sums of rows and of row tiles, and picks the group whose tiles contain its row
-tile; programs past the real tile count exit at once. Rows past the group's end are clamped to its
-last row so loads need no mask (the store is masked); column and K tails are masked only when N or
-K is not a block multiple. Tile order is swizzled in GROUP_M-tall bands for L2 reuse as in
-`kernels.gemm`.
+Two kernel families. 16-bit operands that TMA can read (16-byte aligned base and non-unit strides,
+a unit stride in one dimension; sm90+ or the interpreter) run the persistent TMA kernels; fp32 and
+any other layout run the pointer kernels (the fallback).
+
+Persistent forward/dA (`_grouped_matmul_nt_tma_kernel`): grid = min(#SMs, an upper bound of the
+tiles from host-known numbers, (cdiv(ΣM, BLOCK_M) + G) * cdiv(N, BLOCK_N)). Each program loads all
+G sizes once (G padded to G_POW2, a compile-time constant: the number of experts is fixed per
+model; the sizes stay runtime values), takes the real tile count from the cumulative row tiles, and
+walks a global tile index over every group's (row tile x column tile) space with stride #SMs
+(`tl.range(..., flatten=True)`, so the next tile's loads overlap this tile's epilogue); tile order is
+swizzled in GROUP_M-tall bands as in `kernels.gemm`. A tile's group is the number of groups whose
+row tiles all come before it. Operands come through device-side tensor descriptors: `a` as
+ΣM x K (rows past the group's end are read from the next group but reach only output rows the
+masked store skips), `b` as G x N x K in 3-D (the dA view bᵀ as G x K x N over the same storage),
+so column and K tails are zero-filled at each expert's end. The store is a masked pointer store:
+rows past the group's end belong to the next group. EPILOGUE_SUBTILE stores two half-width tiles.
+Pointers: a_ptr (ΣM x K, row stride stride_am, unit K stride), b_ptr (G x N x K with stride_bg and
+the row stride stride_b_row of its 2-D per-expert matrix, unit last stride; B_K_MAJOR says whether
+that matrix is N x K (forward) or K x N (dA)), c_ptr (ΣM x N, row stride stride_cm, unit column
+stride), sizes_ptr.
+
+Persistent dB (`_grouped_db_tma_kernel`): grid = min(#SMs, G * N tiles * K tiles); one global tile
+index over (group, N tile, K tile), dealt round-robin, walked group by group: per group each program
+makes descriptors of dout and `a` that end at the group's last row (TMA zero-fills the partial last
+reduction step, so the next group's rows never enter the sum) and one of dB[g] (N x K, the store
+clipped at the N and K tails), then reduces each of its tiles over the group's rows in BLOCK_M steps;
+an empty group stores zeros. Pointers: dout_ptr (ΣM x N, row stride stride_dm), a_ptr (ΣM x K, row
+stride stride_am), db_ptr (G x N x K, strides stride_bg, stride_bn, 1), sizes_ptr.
+Device-side descriptors need global scratch: the launcher sets `triton.set_allocator`.
+
+Pointer forward/dA (`_grouped_matmul_nt_kernel`): the grid is the tile upper bound above, one
+program a tile; each program finds its group as the persistent kernel does and programs past the
+real tile count exit at once. Rows past the group's end are clamped to its last row so loads need no
+mask (the store is masked); column and K tails are masked only when N or K is not a block multiple.
 Grid: ((cdiv(ΣM, BLOCK_M) + G) * cdiv(N, BLOCK_N),).
 Pointers (element strides, any layout):
     a_ptr      A, ΣM x K, (m, k) at m * stride_am + k * stride_ak
@@ -26,10 +51,9 @@ Pointers (element strides, any layout):
     c_ptr      C, ΣM x N, (m, n) at m * stride_cm + n * stride_cn (every element written)
     sizes_ptr  G int64 row counts, in the order groups appear in A (negative counts read as 0)
 
-Weight-gradient algorithm (`_grouped_db_kernel`): one program per (N tile, K tile, group) reduces
-over that group's rows in BLOCK_M steps, rows masked at the group's end (N and K tails masked when
-not a block multiple); an empty group runs no step and stores zeros. (N, K) tiles are swizzled in
-GROUP_M-tall bands like the forward. Grid: (cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K), G).
+Pointer dB (`_grouped_db_kernel`): one program per (N tile, K tile, group) reduces over that group's
+rows in BLOCK_M steps, rows masked at the group's end (N and K tails masked when not a block
+multiple); an empty group runs no step and stores zeros. Grid: (cdiv(N, BLOCK_N) * cdiv(K, BLOCK_K), G).
 Pointers:
     dout_ptr   ΣM x N, (m, n) at m * stride_dm + n * stride_dn
     a_ptr      ΣM x K, (m, k) at m * stride_am + k * stride_ak
@@ -39,7 +63,8 @@ Pointers:
 Row offsets are int64 before they multiply a stride. Backend:
 `KERNELS_GROUPED_GEMM_BACKEND=triton|torch` (torch = `torch._grouped_mm` on sm90 with bf16, else a
 loop of matmuls). Pin one config with
-`KERNELS_GROUPED_GEMM_CONFIG` (forward/dA kernel) and `KERNELS_GROUPED_GEMM_DB_CONFIG` (dB kernel).
+`KERNELS_GROUPED_GEMM_CONFIG` (forward/dA kernels) and `KERNELS_GROUPED_GEMM_DB_CONFIG` (dB kernels);
+EPILOGUE_SUBTILE=0|1 in a pinned config applies to the TMA kernels only.
 """
 
 from __future__ import annotations
@@ -89,8 +114,50 @@ def _hopper_db_configs() -> list[triton.Config]:
 _CPU_CONFIG = _config(64, 64, 64, 4, 1)
 
 
+def _tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool = False) -> triton.Config:
+    config = _config(bm, bn, bk, warps, stages)
+    config.kwargs["EPILOGUE_SUBTILE"] = subtile
+    return config
+
+
+def _hopper_tma_configs() -> list[triton.Config]:
+    """Persistent forward/dA candidates (operands 48 KiB a stage at 128x256x64: 3 stages + the
+    epilogue fit 227 KiB)."""
+    return [
+        _tma_config(128, 256, 64, 8, 3),
+        _tma_config(128, 256, 64, 8, 3, subtile=True),
+        _tma_config(256, 128, 64, 8, 3),
+        _tma_config(128, 128, 64, 8, 4),
+        _tma_config(128, 128, 64, 4, 4, subtile=True),
+        # 64-row tiles waste less in each group's last, partial tile (skewed routings).
+        _tma_config(64, 256, 64, 4, 4),
+    ]
+
+
+def _hopper_tma_db_configs() -> list[triton.Config]:
+    """Persistent dB candidates: BLOCK_N x BLOCK_K output tiles, BLOCK_M rows a reduction step."""
+    return [
+        _tma_config(64, 128, 256, 8, 3),
+        _tma_config(64, 256, 128, 8, 3),
+        _tma_config(64, 128, 128, 8, 4),
+        _tma_config(64, 128, 128, 4, 4, subtile=True),
+    ]
+
+
+# The interpreter's TMA config splits the epilogue, so the CPU tests cover the subtile path; the
+# plain path is covered by a test that swaps this list.
+_CPU_TMA_CONFIG = _tma_config(64, 64, 64, 4, 1, subtile=True)
+
+
+def _without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
+    """A pinned config may name EPILOGUE_SUBTILE, which the pointer (fallback) kernels do not take."""
+    for config in configs:
+        config.kwargs.pop("EPILOGUE_SUBTILE", None)
+    return configs
+
+
 @triton.autotune(
-    configs=pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV),
+    configs=_without_tma_keys(pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV)),
     key=["M_total", "N", "K", "G", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -176,7 +243,7 @@ def _grouped_matmul_nt_kernel(
 
 
 @triton.autotune(
-    configs=pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV),
+    configs=_without_tma_keys(pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV)),
     key=["M_total", "N", "K", "G", "stride_dm", "stride_am", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -252,6 +319,170 @@ def _grouped_db_kernel(
     tl.store(db_ptrs, acc.to(db_ptr.dtype.element_ty), mask=n_ok[:, None] & k_ok[None, :])
 
 
+@triton.jit
+def _store_tile(c_ptr, acc, rows, cols, row_end, N, stride_cm):
+    """Masked store of an fp32 tile: rows at or past row_end belong to the next group."""
+    mask = (rows[:, None] < row_end) & (cols[None, :] < N)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.autotune(
+    configs=pick_configs(_hopper_tma_configs(), _CPU_TMA_CONFIG, CONFIG_ENV),
+    key=["M_total", "N", "K", "G", "B_K_MAJOR"],
+)
+@triton.jit
+def _grouped_matmul_nt_tma_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    sizes_ptr,
+    M_total,
+    N,
+    K,
+    G,
+    stride_am,
+    stride_bg,
+    stride_b_row,
+    stride_cm,
+    G_POW2: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    B_K_MAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr = False,
+):
+    group_ids = tl.arange(0, G_POW2)
+    sizes = tl.maximum(tl.load(sizes_ptr + group_ids, mask=group_ids < G, other=0), 0)
+    tiles = tl.cdiv(sizes, BLOCK_M).to(tl.int32)
+    tiles_end = tl.cumsum(tiles, 0)
+    rows_end = tl.cumsum(sizes, 0)
+    num_pid_m = tl.sum(tiles, 0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+
+    # Rows past a group's end are read from the next group (or zero-filled past ΣM): they only reach
+    # output rows of that tile the masked store skips. K tails are zero-filled in both operands.
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M_total, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    # b as G x rows x cols in 3-D, so a tile's column (forward) or K (dA) tail is zero-filled at the
+    # expert's end instead of reading the next expert.
+    if B_K_MAJOR:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, [G, N, K], [stride_bg, stride_b_row, 1], [1, BLOCK_N, BLOCK_K]
+        )
+    else:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, [G, K, N], [stride_bg, stride_b_row, 1], [1, BLOCK_K, BLOCK_N]
+        )
+
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = tile_pid(tile, num_pid_m, num_pid_n, GROUP_M)
+        group = tl.sum((tiles_end <= pid_m).to(tl.int32), 0)
+        in_group = group_ids == group
+        row_end = tl.sum(tl.where(in_group, rows_end, 0), 0)
+        first_tile = tl.sum(tl.where(in_group, tiles_end - tiles, 0), 0)
+        row_start = row_end - tl.sum(tl.where(in_group, sizes, 0), 0) + (pid_m - first_tile) * BLOCK_M
+        off_m = row_start.to(tl.int32)
+        off_n = pid_n * BLOCK_N
+
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            off_k = k * BLOCK_K
+            a_tile = a_desc.load([off_m, off_k])
+            if B_K_MAJOR:
+                b_tile = b_desc.load([group, off_n, off_k]).reshape(BLOCK_N, BLOCK_K).T
+            else:
+                b_tile = b_desc.load([group, off_k, off_n]).reshape(BLOCK_K, BLOCK_N)
+            acc = tl.dot(a_tile, b_tile, acc)
+
+        rows = row_start + tl.arange(0, BLOCK_M)
+        row_end = tl.minimum(row_end, M_total)
+        if EPILOGUE_SUBTILE:
+            # Two half-width stores: half the registers and scratch for the layout conversion.
+            acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)).permute(0, 2, 1)
+            acc_lo, acc_hi = tl.split(acc)
+            cols = off_n + tl.arange(0, BLOCK_N // 2)
+            _store_tile(c_ptr, acc_lo, rows, cols, row_end, N, stride_cm)
+            _store_tile(c_ptr, acc_hi, rows, cols + BLOCK_N // 2, row_end, N, stride_cm)
+        else:
+            _store_tile(c_ptr, acc, rows, off_n + tl.arange(0, BLOCK_N), row_end, N, stride_cm)
+
+
+@triton.autotune(
+    configs=pick_configs(_hopper_tma_db_configs(), _CPU_TMA_CONFIG, DB_CONFIG_ENV),
+    key=["M_total", "N", "K", "G"],
+)
+@triton.jit
+def _grouped_db_tma_kernel(
+    dout_ptr,
+    a_ptr,
+    db_ptr,
+    sizes_ptr,
+    M_total,
+    N,
+    K,
+    G,
+    stride_dm,
+    stride_am,
+    stride_bg,
+    stride_bn,
+    G_POW2: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr = False,
+):
+    pid = tl.program_id(0)
+    group_ids = tl.arange(0, G_POW2)
+    sizes = tl.maximum(tl.load(sizes_ptr + group_ids, mask=group_ids < G, other=0), 0)
+    rows_end = tl.minimum(tl.cumsum(sizes, 0), M_total)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_k = tl.cdiv(K, BLOCK_K)
+    tiles = num_pid_n * num_pid_k
+
+    # A `while`, not a `for`: the compiler flattens a loop nest of exactly two loops, here each
+    # group's tile loop with its reduction loop (the next tile's loads overlap this tile's store).
+    group = 0
+    while group < G:
+        row_end = tl.sum(tl.where(group_ids == group, rows_end, 0), 0)
+        row_start = tl.sum(tl.where(group_ids == group - 1, rows_end, 0), 0)
+        steps = tl.cdiv(tl.maximum(row_end - row_start, 0), BLOCK_M).to(tl.int32)
+        # Descriptors ending at the group's last row: TMA zero-fills the partial last step, so the
+        # next group's rows never enter the reduction. Made once a group (a global write + fence).
+        rows = tl.maximum(row_end, 1).to(tl.int32)
+        dout_desc = tl.make_tensor_descriptor(dout_ptr, [rows, N], [stride_dm, 1], [BLOCK_M, BLOCK_N])
+        a_desc = tl.make_tensor_descriptor(a_ptr, [rows, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+        db_desc = tl.make_tensor_descriptor(
+            db_ptr + tl.cast(group, tl.int64) * stride_bg,
+            [N, K],
+            [stride_bn, 1],
+            [BLOCK_N, BLOCK_K // 2 if EPILOGUE_SUBTILE else BLOCK_K],
+        )
+        # Tiles are dealt round-robin over all groups' (N tile, K tile) space, as one flat index.
+        first = (pid - (group * tiles) % NUM_SMS + NUM_SMS) % NUM_SMS
+        for tile in tl.range(first, tiles, NUM_SMS, flatten=True):
+            pid_n, pid_k = tile_pid(tile, num_pid_n, num_pid_k, GROUP_M)
+            off_n = pid_n * BLOCK_N
+            off_k = pid_k * BLOCK_K
+            acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+            for step in range(0, steps):
+                off_m = (row_start + step * BLOCK_M).to(tl.int32)
+                dout_tile = dout_desc.load([off_m, off_n])
+                a_tile = a_desc.load([off_m, off_k])
+                acc = tl.dot(dout_tile.T, a_tile, acc)
+            # The store is clipped at N and K by the descriptor; an empty group stores zeros.
+            if EPILOGUE_SUBTILE:
+                acc = tl.reshape(acc, (BLOCK_N, 2, BLOCK_K // 2)).permute(0, 2, 1)
+                acc_lo, acc_hi = tl.split(acc)
+                db_desc.store([off_n, off_k], acc_lo.to(db_ptr.dtype.element_ty))
+                db_desc.store([off_n, off_k + BLOCK_K // 2], acc_hi.to(db_ptr.dtype.element_ty))
+            else:
+                db_desc.store([off_n, off_k], acc.to(db_ptr.dtype.element_ty))
+        group += 1
+
+
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> None:
     """Raise ValueError naming the fix for anything checkable from metadata alone (no device sync)."""
     if a.dim() != 2 or b.dim() != 3:
@@ -305,6 +536,48 @@ def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
     torch._assert_async(valid, "group_sizes must be non-negative and sum to a.shape[0]")
 
 
+# Programs of the persistent kernels per device index: the SM count, a device property.
+_SM_COUNTS: dict[int, int] = {}
+# Interpreter programs: few, so that the CPU tests run several tiles per program.
+INTERPRETER_PROGRAMS = 3
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SM_COUNTS:
+        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNTS[index]
+
+
+def _tma_workspace(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory for descriptors the kernels make on the device (Triton asks at launch)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _tma_usable(like: torch.Tensor, *operands: tuple[torch.Tensor, int]) -> bool:
+    """Whether the TMA kernels can read these (tensor, unit-stride dim) operands of `like`'s dtype.
+
+    TMA needs a 16-byte aligned base, unit stride along one dimension and 16-byte aligned other
+    strides; it exists from sm90 on (the interpreter runs it on the CPU). fp32 stays on the pointer
+    kernels: its tiles would need half the stages to fit shared memory.
+    """
+    if like.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if like.is_cuda:
+        if torch.cuda.get_device_capability(like.device)[0] < 9:
+            return False
+        triton.set_allocator(_tma_workspace)
+    size = like.element_size()
+    for tensor, unit_dim in operands:
+        if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % 16:
+            return False
+        if any(stride * size % 16 for dim, stride in enumerate(tensor.stride()) if dim != unit_dim):
+            return False
+    return True
+
+
 def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
     """out[rows of g] = a[rows of g] @ b[g]ᵀ for a: ΣM x K and b: G x N x K (any strides)."""
     m_total, k = a.shape
@@ -314,6 +587,34 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
         return out
     if k == 0:
         return out.zero_()
+
+    b_k_major = b.stride(2) == 1
+    if _tma_usable(a, (a, 1), (b, 2 if b_k_major else 1)):
+        num_sms = _num_sms(a.device)
+
+        def persistent_grid(meta: dict[str, int]) -> tuple[int]:
+            # An upper bound of the tiles from host-known numbers: each group wastes at most one row tile.
+            bound = (triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"])
+            return (min(num_sms, bound),)
+
+        _grouped_matmul_nt_tma_kernel[persistent_grid](
+            a,
+            b,
+            out,
+            group_sizes,
+            m_total,
+            n,
+            k,
+            groups,
+            a.stride(0),
+            b.stride(0),
+            b.stride(1) if b_k_major else b.stride(2),
+            out.stride(0),
+            G_POW2=triton.next_power_of_2(groups),
+            NUM_SMS=num_sms,
+            B_K_MAJOR=b_k_major,
+        )
+        return out
 
     def grid(meta: dict[str, int]) -> tuple[int]:
         return ((triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"]),)
@@ -350,6 +651,31 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         return grad_b
     if m_total == 0:
         return grad_b.zero_()
+
+    if _tma_usable(a, (grad_out, 1), (a, 1), (grad_b, 2)):
+        num_sms = _num_sms(a.device)
+
+        def persistent_grid(meta: dict[str, int]) -> tuple[int]:
+            tiles = triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"])
+            return (min(num_sms, groups * tiles),)
+
+        _grouped_db_tma_kernel[persistent_grid](
+            grad_out,
+            a,
+            grad_b,
+            group_sizes,
+            m_total,
+            n,
+            k,
+            groups,
+            grad_out.stride(0),
+            a.stride(0),
+            grad_b.stride(0),
+            grad_b.stride(1),
+            G_POW2=triton.next_power_of_2(groups),
+            NUM_SMS=num_sms,
+        )
+        return grad_b
 
     def grid(meta: dict[str, int]) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"]), groups)

@@ -31,11 +31,23 @@ e4m3 for rowwise and blockwise, whose per-row / per-1x128-block scales already t
 the extra mantissa bit halves the rounding error (torchao rowwise, DeepSeek-V3). The other operand of
 each backward product (a weight or an activation) stays e4m3.
 
-Grid. `_gemm_fp8_kernel`: one program per BLOCK_M x BLOCK_N output tile, a 1-D launch of
-cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs grouped GROUP_M tile-rows at a time so that the programs
-running together share X rows and Y columns in L2.
+Grid. `_gemm_fp8_tma_kernel` (wherever TMA can address x, y and out: 16-byte aligned bases and row
+pitches, so K a multiple of 16 and N of 8 for bf16 out) is persistent: P = min(#SMs * OCCUPANCY,
+tiles) programs, program p computing tiles p, p + P, ... in GROUP_M-grouped order
+(`tl.range(flatten=True)` lets the software pipeline run across tile boundaries). x and y tiles
+arrive by TMA from device-side descriptors, whose zero fill past M, N and K is neutral for the dot
+(so edges need no masks), and the output leaves through one (stores clipped at M, N).
+Tensorwise/rowwise accumulate in the tensor cores and scale once in the epilogue
+(acc * sx[m] * sy[n]); blockwise steps K by BLOCK_K = 128 = the scale block and adds each step's
+dot times sx[:, k] * sy[k] into the fp32 accumulator, sy being one scalar per tile and step for
+128x128 weight blocks (BLOCK_N <= 128) and per column for 1x128 blocks; the next step's scales load
+ahead of the dot's wait where registers allow.
+`_gemm_fp8_kernel` (the fallback for anything else): one program per BLOCK_M x BLOCK_N output tile,
+a 1-D launch of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs in the same grouped order.
 
-Pointer layouts (int64 row offsets; rows beyond M/N are wrapped onto valid rows and never stored).
+Layouts (the pointer kernel uses int64 row offsets and wraps rows beyond M/N onto valid rows, never
+stored; the TMA kernel clamps scale rows to M-1/N-1 and indexes scales in int32: a scale tensor
+has M*K/128 elements, far below 2^31 for any x that fits in memory).
 - x: M x K fp8, row-major. y: N x K fp8, row-major. out: M x N, row-major, bf16 (fp16/fp32 for
   gradients of fp16/fp32 inputs).
 - sx: fp32; tensorwise (1, 1); rowwise (M, 1); blockwise (M, ceil(K/128)), row stride stride_sxm.
@@ -80,8 +92,8 @@ INPUT_DTYPES = quant.INPUT_DTYPES
 
 
 def _configs() -> list[triton.Config]:
-    """Hopper fp8 tiles: BLOCK_K = 128 (a whole scale block, 128 bytes per row = one swizzle atom);
-    128x256 and 256x128 with 8 warps (two warpgroups) for large problems, 128x128 with 3-4 stages as
+    """Pointer-kernel (fallback) tiles: BLOCK_K = 128 (a whole scale block, 128 bytes per row = one
+    swizzle atom); 128x256 and 256x128 with 8 warps (two warpgroups) for large problems, 128x128 as
     the middle ground, 64-row tiles for small M (decode-like) so that more SMs get work."""
     shapes = [
         (128, 256, 8, 3),
@@ -94,14 +106,86 @@ def _configs() -> list[triton.Config]:
     return [_config(bm, bn, 128, warps, stages) for bm, bn, warps, stages in shapes]
 
 
+def _tma_config(
+    bm: int, bn: int, warps: int, stages: int, subtile: bool, occupancy: int = 1
+) -> triton.Config:
+    config = _config(bm, bn, 128, warps, stages)
+    config.kwargs["EPILOGUE_SUBTILE"] = int(subtile)
+    config.kwargs["OCCUPANCY"] = occupancy
+    return config
+
+
+# Persistent TMA tiles, BLOCK_K = 128 (one scale block; 128 fp8 bytes = one 128-byte swizzle atom),
+# and the scalings each serves: (BLOCK_M, BLOCK_N, warps, stages, EPILOGUE_SUBTILE, OCCUPANCY,
+# scalings); OCCUPANCY is the number of persistent programs per SM.
+# Shared memory per stage is (BLOCK_M + BLOCK_N) * 128 bytes plus the epilogue's bf16 buffer (halved
+# by EPILOGUE_SUBTILE): 128x256 / 256x128 take 48 KiB a stage, 3 stages + 32 KiB = 176 KiB (208 KiB
+# whole), 4 stages + 32 KiB = 224 KiB (ptxas: 229,408 of 232,448 bytes); 128x128 takes 32 KiB a
+# stage, 4 stages + 32 KiB = 160 KiB.
+# Blockwise holds the accumulator and the step's dot result at once (plus per-column scales for
+# 1x128 y blocks), so only 128x128 on 8 warps (64 + 64 accumulator registers a thread) stays clear
+# of spills there (checked with ptxas for sm_90a: 128x256 / 256x128 spill on 8 warps and 16 warps
+# cap registers at 128); tensorwise/rowwise accumulate in place and take the large tiles.
+# Both warpgroups of a program wait for each step's dot before promoting it (Triton synchronises
+# them every step), so the tensor cores idle during the promotion; two one-warpgroup programs per SM
+# (128x64 / 64x128 tiles, 166-247 registers and 89 KiB each: two fit in 64K registers and 227 KiB)
+# interleave instead, one's dot running during the other's promotion, at the cost of more L2
+# traffic per flop.
+_TMA_TILES = (
+    (128, 256, 8, 3, True, 1, (0, 1)),
+    (128, 256, 8, 4, True, 1, (0, 1)),
+    (256, 128, 8, 3, True, 1, (0, 1)),
+    (128, 256, 8, 3, False, 1, (0, 1)),
+    (128, 128, 8, 4, False, 1, (0, 1, 2)),
+    (128, 128, 4, 4, True, 1, (0, 1)),
+    (128, 128, 8, 3, True, 1, (2,)),
+    (128, 64, 4, 3, False, 2, (2,)),
+    (64, 128, 4, 3, False, 2, (2,)),
+)
+
+
+def _tma_configs() -> list[triton.Config]:
+    return [_tma_config(*tile[:6]) for tile in _TMA_TILES]
+
+
+def _tile_key(config: triton.Config) -> tuple[int, ...]:
+    kw = config.kwargs
+    return (
+        kw["BLOCK_M"],
+        kw["BLOCK_N"],
+        config.num_warps,
+        config.num_stages,
+        kw.get("EPILOGUE_SUBTILE", 0),
+        kw.get("OCCUPANCY", 1),
+    )
+
+
+def _prune_configs(configs: list[triton.Config], nargs: dict[str, Any], **kwargs: Any) -> list[triton.Config]:
+    """The configs of _TMA_TILES that serve this launch's SCALING (all of them when none does)."""
+    serves = {tuple(tile[:6]): tile[6] for tile in _TMA_TILES}
+    kept = [c for c in configs if kwargs["SCALING"] in serves.get(_tile_key(c), ())]
+    return kept or configs
+
+
 # 64x64 tiles keep every CPU test shape (<= 256) at a handful of interpreted programs.
 _CPU_CONFIG = _config(64, 64, 128, 4, 3)
+_CPU_TMA_CONFIG = _tma_config(64, 64, 4, 3, True)
+# Keys of the pointer kernel's configs: a pinned config written for the TMA kernel drops the rest.
+_POINTER_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 
 
-@triton.autotune(
-    configs=pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV),
-    key=["M", "N", "K", "SCALING", "Y_GROUP_N"],
-)
+def _pointer_configs() -> list[triton.Config]:
+    return [
+        triton.Config(
+            {key: c.kwargs[key] for key in _POINTER_KEYS if key in c.kwargs},
+            num_warps=c.num_warps,
+            num_stages=c.num_stages,
+        )
+        for c in pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV)
+    ]
+
+
+@triton.autotune(configs=_pointer_configs(), key=["M", "N", "K", "SCALING", "Y_GROUP_N"])
 @triton.jit
 def _gemm_fp8_kernel(
     x_ptr,
@@ -163,6 +247,139 @@ def _gemm_fp8_kernel(
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _block_scales(
+    sx_ptr, sy_ptr, rows_x, rows_y, kb, n_block, stride_sxm, stride_sym,
+    Y_GROUP_N: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """The 128-deep K block `kb`'s scales of a tile: sx per row (BLOCK_M) and sy as one scalar when the tile
+    lies inside one Y_GROUP_N-row block of y (a 128x128 weight block, BLOCK_N <= 128), else per
+    column (1x128 blocks, or two 128x128 blocks under a 256-wide tile). rows_* are clamped to valid
+    rows: rows past M/N read a real scale and multiply TMA's zero fill."""
+    sx = tl.load(sx_ptr + rows_x * stride_sxm + kb)
+    if Y_GROUP_N % BLOCK_N == 0:
+        sy = tl.load(sy_ptr + n_block * stride_sym + kb)
+    else:
+        sy = tl.load(sy_ptr + (rows_y // Y_GROUP_N) * stride_sym + kb)
+    return sx, sy
+
+
+@triton.autotune(
+    configs=pick_configs(_tma_configs(), _CPU_TMA_CONFIG, CONFIG_ENV),
+    key=["M", "N", "K", "SCALING", "Y_GROUP_N", "NUM_SMS"],
+    prune_configs_by={"early_config_prune": _prune_configs},
+)
+@triton.jit
+def _gemm_fp8_tma_kernel(
+    x_ptr,
+    y_ptr,
+    out_ptr,
+    sx_ptr,
+    sy_ptr,
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_yn,
+    stride_om,
+    stride_sxm,
+    stride_sym,
+    SCALING: tl.constexpr,
+    Y_GROUP_N: tl.constexpr,
+    NUM_SMS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr = 0,
+    OCCUPANCY: tl.constexpr = 1,
+    WARP_SPECIALIZE: tl.constexpr = 0,
+):
+    """C = (X * sx) @ (Y * sy).T, persistent: program p of P = NUM_SMS * OCCUPANCY computes tiles
+    p, p + P, ...
+
+    Operands come through TMA descriptors (zero fill past M, N and K, so edges need no masks and
+    the zeros add nothing to a dot) and the output leaves through one (stores clipped at M, N).
+    Tensorwise/rowwise accumulate in the tensor cores and scale once in the epilogue; blockwise adds
+    each BLOCK_K-deep dot times its scales into the fp32 accumulator (BLOCK_K = 128 = the scale block
+    in every shipped config; a pinned smaller one that divides 128 also works).
+    """
+    OUT_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [N, K], [stride_yn, 1], [BLOCK_N, BLOCK_K])
+    out_desc = tl.make_tensor_descriptor(out_ptr, [M, N], [stride_om, 1], [BLOCK_M, OUT_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+
+    # The epilogue recomputes its tile from its own counter, as Triton's persistent-matmul tutorial
+    # does: the flattened loop then carries no tile offsets from the K loop into the epilogue.
+    PROGRAMS: tl.constexpr = NUM_SMS * OCCUPANCY
+    # Blockwise loads step k+1's scales during step k, except for per-column y scales under a
+    # 128x128 tile: two copies of 128 column scales beside the accumulator and the step's dot
+    # result spill there (ptxas, sm_90a), so those load their own step's scales.
+    PREFETCH_SCALES: tl.constexpr = Y_GROUP_N % BLOCK_N == 0 or BLOCK_M * BLOCK_N <= 64 * 128
+    tile_c = tl.program_id(0) - PROGRAMS
+    for tile in tl.range(
+        tl.program_id(0), num_tiles, PROGRAMS, flatten=True, warp_specialize=WARP_SPECIALIZE
+    ):
+        pid_m, pid_n = tile_pid(tile, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SCALING == 2:
+            rows_x = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
+            rows_y = tl.minimum(off_n + tl.arange(0, BLOCK_N), N - 1)
+            n_block = off_n // Y_GROUP_N
+            sx, sy = _block_scales(
+                sx_ptr, sy_ptr, rows_x, rows_y, 0, n_block, stride_sxm, stride_sym, Y_GROUP_N, BLOCK_N
+            )
+            for kt in range(k_tiles):
+                x = x_desc.load([off_m, kt * BLOCK_K])
+                y = y_desc.load([off_n, kt * BLOCK_K])
+                # Next step's scales are loaded before this step's dot waits, so their latency
+                # hides behind it (the last step reloads its own, a cached hit).
+                scale_step = tl.minimum(kt + 1, k_tiles - 1) if PREFETCH_SCALES else kt
+                sx_next, sy_next = _block_scales(
+                    sx_ptr, sy_ptr, rows_x, rows_y, scale_step * BLOCK_K // 128, n_block,
+                    stride_sxm, stride_sym, Y_GROUP_N, BLOCK_N,
+                )  # fmt: skip
+                if not PREFETCH_SCALES:
+                    sx, sy = sx_next, sy_next
+                if Y_GROUP_N % BLOCK_N == 0:
+                    acc += tl.dot(x, y.T) * (sx * sy)[:, None]
+                else:
+                    acc += (tl.dot(x, y.T) * sx[:, None]) * sy[None, :]
+                sx, sy = sx_next, sy_next
+        else:
+            for kt in range(k_tiles):
+                x = x_desc.load([off_m, kt * BLOCK_K])
+                y = y_desc.load([off_n, kt * BLOCK_K])
+                acc = tl.dot(x, y.T, acc)
+
+        tile_c += PROGRAMS
+        pid_m, pid_n = tile_pid(tile_c, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if SCALING == 0:
+            acc = acc * (tl.load(sx_ptr) * tl.load(sy_ptr))
+        elif SCALING == 1:
+            rows_x = tl.minimum(off_m + tl.arange(0, BLOCK_M), M - 1)
+            rows_y = tl.minimum(off_n + tl.arange(0, BLOCK_N), N - 1)
+            sx = tl.load(sx_ptr + rows_x * stride_sxm)
+            sy = tl.load(sy_ptr + rows_y * stride_sym)
+            acc = acc * sx[:, None] * sy[None, :]
+        out = acc.to(out_ptr.dtype.element_ty)
+        if EPILOGUE_SUBTILE:
+            # Two half-width stores: half the epilogue's shared-memory buffer, left to the K stages.
+            out0, out1 = tl.split(tl.permute(tl.reshape(out, (BLOCK_M, 2, OUT_N)), (0, 2, 1)))
+            out_desc.store([off_m, off_n], out0)
+            out_desc.store([off_m, off_n + OUT_N], out1)
+        else:
+            out_desc.store([off_m, off_n], out)
+
+
 def _check_operands(x: torch.Tensor, sx: torch.Tensor, y: torch.Tensor, sy: torch.Tensor) -> None:
     """The kernel's contract on quantised operands (they come from kernels.quant, so a failure here
     is a bug in this module, still reported as ValueError with the fix)."""
@@ -178,6 +395,33 @@ def _check_operands(x: torch.Tensor, sx: torch.Tensor, y: torch.Tensor, sy: torc
         raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must share K and device")
 
 
+_NUM_SMS: dict[int, int] = {}  # CUDA device index -> multiprocessor count (a device property)
+# The interpreter runs a persistent grid of this many programs, so tests see several tiles each.
+_CPU_NUM_SMS = 4
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _CPU_NUM_SMS
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _NUM_SMS:
+        _NUM_SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _NUM_SMS[index]
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory for the kernel's device-side TMA descriptors (Triton asks per launch)."""
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _tma_ok(*tensors: torch.Tensor) -> bool:
+    """TMA takes 2-D tensors with a unit last stride, and a 16-byte aligned base and row pitch."""
+    return all(
+        t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+        for t in tensors
+    )
+
+
 def _matmul_triton(
     x: torch.Tensor,
     sx: torch.Tensor,
@@ -186,23 +430,49 @@ def _matmul_triton(
     granularity: str,
     y_group_n: int,
     out_dtype: torch.dtype,
+    num_sms: int | None = None,
 ) -> torch.Tensor:
-    """Launch `_gemm_fp8_kernel`: (x * sx) @ (y * sy).T -> out_dtype, M x N."""
+    """(x * sx) @ (y * sy).T -> out_dtype, M x N: the persistent TMA kernel where TMA can address
+    x, y and out, else the pointer kernel. num_sms (the persistent grid's width) defaults to the
+    device's multiprocessor count."""
     _check_operands(x, sx, y, sy)
-    if granularity == "blockwise" and any(128 % c.kwargs["BLOCK_K"] for c in _gemm_fp8_kernel.configs):
-        raise ValueError(f"blockwise needs BLOCK_K dividing 128 (one scale per K tile); fix {CONFIG_ENV}")
     m, k = x.shape
     n = y.shape[0]
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
+    scaling = _SCALING_CODE[granularity]
+    if _tma_ok(x, y, out):
+        if x.is_cuda:
+            # Before every launch, not once: Triton keeps the allocator in a ContextVar, which the
+            # autograd engine's own thread (where the backward's products run) does not inherit.
+            triton.set_allocator(_descriptor_scratch)
+        sms = num_sms or _num_sms(x.device)
+
+        def persistent_grid(meta: dict[str, Any]) -> tuple[int]:
+            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            return (min(sms * meta.get("OCCUPANCY", 1), tiles),)
+
+        _check_block_k(_gemm_fp8_tma_kernel.configs, granularity)
+        _gemm_fp8_tma_kernel[persistent_grid](
+            x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0),
+            sy.stride(0), SCALING=scaling, Y_GROUP_N=y_group_n, NUM_SMS=sms,
+        )  # fmt: skip
+        return out
 
     def grid(meta: dict[str, Any]) -> tuple[int]:
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
+    _check_block_k(_gemm_fp8_kernel.configs, granularity)
     _gemm_fp8_kernel[grid](
         x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0), sy.stride(0),
-        SCALING=_SCALING_CODE[granularity], Y_GROUP_N=y_group_n,
+        SCALING=scaling, Y_GROUP_N=y_group_n,
     )  # fmt: skip
     return out
+
+
+def _check_block_k(configs: list[triton.Config], granularity: str) -> None:
+    """Blockwise reads one scale per K tile, so a K tile may not straddle two 128-deep blocks."""
+    if granularity == "blockwise" and any(128 % c.kwargs["BLOCK_K"] for c in configs):
+        raise ValueError(f"blockwise needs BLOCK_K dividing 128 (one scale per K tile); fix {CONFIG_ENV}")
 
 
 def _dequantise(q: torch.Tensor, scales: torch.Tensor, kind: str) -> torch.Tensor:

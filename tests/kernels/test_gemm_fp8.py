@@ -12,11 +12,15 @@ GPU tests run the whole Triton path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 
 from kernels import gemm_fp8 as module
 from kernels import quant
+from kernels._common import parse_config
 from kernels.gemm_fp8 import GRAD_FP8_DTYPE, gemm_fp8
 from tests.kernels.helpers import gpu, snr_db
 
@@ -55,6 +59,7 @@ def _assert_snr(a: torch.Tensor, b: torch.Tensor, granularity: str) -> None:
 CPU_SHAPES = [
     (1, 64, 100),  # M=1 and K < 128: one partial K block, wrapped rows in the tile
     (200, 136, 300),  # nothing a multiple of 64 or 128: edge masks on M, N, K and partial 128-blocks
+    (192, 144, 272),  # TMA path in all three products (K, N, M multiples of 16), with partial tiles
     (256, 256, 256),  # aligned: several K iterations, full 128x128 weight blocks
 ]
 
@@ -84,26 +89,122 @@ def _assert_close_to_exact(got: torch.Tensor, want: torch.Tensor) -> None:
     assert error <= tolerance * torch.linalg.vector_norm(want)
 
 
-@pytest.mark.parametrize(
-    ("granularity", "y_kind", "m", "n", "k"),
-    [
-        ("tensorwise", "tensorwise", 70, 136, 300),  # epilogue scale, K edge
-        ("rowwise", "rowwise", 130, 70, 200),  # per-row/per-column epilogue, M and N edges
-        ("blockwise", "block128", 70, 200, 300),  # 128x128 y scales; N block boundary inside a tile
-        ("blockwise", "blockwise", 65, 130, 260),  # 1x128 y scales (the dB product)
-    ],
-)
-def test_kernel_equals_dequantised_product(granularity: str, y_kind: str, m: int, n: int, k: int) -> None:
-    """With fp32 output the kernel is the exact dequantised product up to fp32 summation order:
-    fp8 x fp8 products are exact in fp32, so any scale indexing or masking bug shows at ~1e-6."""
+class _LaunchSpy:
+    """Stands in for a kernel object: records each launch's grid size, then launches the real one."""
+
+    def __init__(self, kernel: object) -> None:
+        self.kernel = kernel
+        self.grids: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.kernel, name)
+
+    def __getitem__(self, grid: Callable[[dict[str, Any]], tuple[int]]) -> object:
+        def recorded(meta: dict[str, Any]) -> tuple[int]:
+            size = grid(meta)
+            self.grids.append(size[0])
+            return size
+
+        return self.kernel[recorded]  # type: ignore[index]
+
+
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch) -> dict[str, _LaunchSpy]:
+    """Spies on both kernels, so a test can say which one ran (and with how many programs)."""
+    spies = {
+        "tma": _LaunchSpy(module._gemm_fp8_tma_kernel),
+        "pointer": _LaunchSpy(module._gemm_fp8_kernel),
+    }
+    monkeypatch.setattr(module, "_gemm_fp8_tma_kernel", spies["tma"])
+    monkeypatch.setattr(module, "_gemm_fp8_kernel", spies["pointer"])
+    return spies
+
+
+def _kernel_case(
+    granularity: str, y_kind: str, m: int, n: int, k: int, **options: object
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(kernel's fp32 output, exact dequantised product) for random operands of one product."""
     x, sx = quant._quantize_torch(
         torch.randn(m, k, device=DEVICE), module._X_KIND[granularity], torch.float8_e4m3fn
     )
     y, sy = quant._quantize_torch(torch.randn(n, k, device=DEVICE), y_kind, torch.float8_e4m3fn)
     y_group_n = quant.BLOCK if y_kind == "block128" else 1
-    got = module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.float32)
+    got = module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.float32, **options)  # type: ignore[arg-type]
     want = _dequantised64(x, sx, module._X_KIND[granularity]) @ _dequantised64(y, sy, y_kind).t()
+    return got, want
+
+
+@pytest.mark.parametrize(
+    ("granularity", "y_kind", "m", "n", "k", "path"),
+    [
+        # K a multiple of 16 (16-byte fp8 rows): the TMA kernel, with M, N and K edges.
+        ("tensorwise", "tensorwise", 200, 136, 272, "tma"),
+        ("rowwise", "rowwise", 130, 72, 208, "tma"),  # per-row/per-column epilogue scales
+        ("blockwise", "block128", 70, 200, 272, "tma"),  # 128x128 y scales; partial last K block
+        ("blockwise", "blockwise", 65, 136, 400, "tma"),  # 1x128 y scales (the dB product)
+        ("tensorwise", "tensorwise", 1, 64, 128, "tma"),  # one row: TMA zero fill does the edge
+        # K not a multiple of 16: TMA cannot address the rows, the pointer kernel runs.
+        ("tensorwise", "tensorwise", 70, 136, 300, "pointer"),
+        ("rowwise", "rowwise", 130, 70, 200, "pointer"),
+        ("blockwise", "block128", 70, 200, 300, "pointer"),
+        ("blockwise", "blockwise", 65, 130, 260, "pointer"),
+    ],
+)
+def test_kernel_equals_dequantised_product(
+    launches: dict[str, _LaunchSpy], granularity: str, y_kind: str, m: int, n: int, k: int, path: str
+) -> None:
+    """With fp32 output the kernel is the exact dequantised product up to fp32 summation order:
+    fp8 x fp8 products are exact in fp32, so any scale indexing or masking bug shows at ~1e-6."""
+    got, want = _kernel_case(granularity, y_kind, m, n, k)
     _assert_close_to_exact(got, want)
+    assert [name for name, spy in launches.items() if spy.grids] == [path]
+
+
+@pytest.mark.parametrize(("granularity", "y_kind"), [("rowwise", "rowwise"), ("blockwise", "block128")])
+@pytest.mark.parametrize("num_sms", [1, 3, 64])
+def test_persistent_programs_cover_every_tile(
+    monkeypatch: pytest.MonkeyPatch,
+    launches: dict[str, _LaunchSpy],
+    granularity: str,
+    y_kind: str,
+    num_sms: int,
+) -> None:
+    """200 x 136 is 4 x 3 tiles of 64: one program walks all 12, three walk 4 each, and a grid
+    wider than the tiles shrinks to 12 programs of one tile."""
+    monkeypatch.setattr(launches["tma"].kernel, "configs", [module._CPU_TMA_CONFIG])
+    got, want = _kernel_case(granularity, y_kind, 200, 136, 256, num_sms=num_sms)
+    _assert_close_to_exact(got, want)
+    assert launches["tma"].grids == [min(num_sms, 12)]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        "BLOCK_M=64,BLOCK_N=256,BLOCK_K=128,GROUP_M=8,EPILOGUE_SUBTILE=1,num_warps=4,num_stages=3",
+        "BLOCK_M=64,BLOCK_N=128,BLOCK_K=128,GROUP_M=2,EPILOGUE_SUBTILE=0,OCCUPANCY=2,num_warps=4,num_stages=3",
+        "BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,GROUP_M=8,num_warps=4,num_stages=3",
+    ],
+)
+@pytest.mark.parametrize(("granularity", "y_kind"), [("blockwise", "block128"), ("rowwise", "rowwise")])
+def test_tma_tile_shapes(monkeypatch: pytest.MonkeyPatch, config: str, granularity: str, y_kind: str) -> None:
+    """A 256-wide tile spans two 128x128 weight blocks (per-column scales gathered from the block
+    scales), a 128-wide one a single block (one scale), no subtiling, two programs per "SM", and
+    BLOCK_K = 64 (two K steps per scale block); N = 264 leaves a partial last tile in each."""
+    monkeypatch.setattr(module._gemm_fp8_tma_kernel, "configs", [parse_config(config)])
+    got, want = _kernel_case(granularity, y_kind, 72, 264, 384, num_sms=2)
+    _assert_close_to_exact(got, want)
+
+
+def test_misaligned_operand_falls_back(launches: dict[str, _LaunchSpy]) -> None:
+    """An fp8 operand starting 1 byte into its storage cannot be a TMA base: the pointer kernel."""
+    x, sx = quant._quantize_torch(torch.randn(64, 128, device=DEVICE), "rowwise", torch.float8_e4m3fn)
+    y, sy = quant._quantize_torch(torch.randn(64, 128, device=DEVICE), "rowwise", torch.float8_e4m3fn)
+    storage = torch.empty(64 * 128 + 1, dtype=x.dtype, device=DEVICE)
+    shifted = storage[1:].view(64, 128)
+    shifted.copy_(x)
+    got = module._matmul_triton(shifted, sx, y, sy, "rowwise", 1, torch.float32)
+    _assert_close_to_exact(got, _dequantised64(x, sx, "rowwise") @ _dequantised64(y, sy, "rowwise").t())
+    assert launches["tma"].grids == [] and launches["pointer"].grids
 
 
 @pytest.mark.parametrize("granularity", GRANULARITIES)

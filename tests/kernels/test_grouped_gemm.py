@@ -7,9 +7,12 @@ BLOCK_M = 64 (sizes of 1, 65, a group spanning several tiles, an empty group).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
+import kernels.grouped_gemm as gg
 from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limited, make_group_sizes
 from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import gpu, snr_db
@@ -292,3 +295,106 @@ def test_bf16_odd_groups_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     ref_out, _, _ = reference_products(a, b, group_sizes.tolist(), torch.zeros_like(ours))
     assert snr_db(ref_out, theirs) >= SNR_FLOOR_DB[torch.bfloat16]
     assert snr_db(ref_out, ours) >= SNR_FLOOR_DB[torch.bfloat16]
+
+
+class _Spy:
+    """Stands in for a kernel in the module and records each launch by name."""
+
+    def __init__(self, kernel: Any, name: str, launched: list[str]) -> None:
+        self.kernel, self.name, self.launched = kernel, name, launched
+
+    def __getitem__(self, grid: Any) -> Any:
+        self.launched.append(self.name)
+        return self.kernel[grid]
+
+
+@pytest.fixture
+def launched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Names of the kernels launched by the test, in order."""
+    names: list[str] = []
+    for name in (
+        "_grouped_matmul_nt_kernel",
+        "_grouped_matmul_nt_tma_kernel",
+        "_grouped_db_kernel",
+        "_grouped_db_tma_kernel",
+    ):
+        monkeypatch.setattr(gg, name, _Spy(getattr(gg, name), name, names))
+    return names
+
+
+TMA_KERNELS = ["_grouped_matmul_nt_tma_kernel", "_grouped_matmul_nt_tma_kernel", "_grouped_db_tma_kernel"]
+POINTER_KERNELS = ["_grouped_matmul_nt_kernel", "_grouped_matmul_nt_kernel", "_grouped_db_kernel"]
+# The TMA kernels run in the interpreter and on sm90+; elsewhere every layout takes the pointer kernels.
+needs_tma = pytest.mark.skipif(
+    DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9, reason="TMA needs sm90 or newer"
+)
+
+
+def pin_tma_config(monkeypatch: pytest.MonkeyPatch, subtile: bool) -> None:
+    """One 64-wide config for both TMA kernels (on a GPU: one compile per test, not an autotune)."""
+    for name in ("_grouped_matmul_nt_tma_kernel", "_grouped_db_tma_kernel"):
+        kernel = getattr(gg, name)
+        kernel = getattr(kernel, "kernel", kernel)  # under the launch spy
+        monkeypatch.setattr(kernel, "configs", [gg._tma_config(64, 64, 64, 4, 2, subtile=subtile)])
+
+
+@needs_tma
+@pytest.mark.parametrize("programs", [1, 2, 5])
+def test_persistent_kernels_run_many_tiles_per_program(
+    programs: int, launched: list[str], monkeypatch: pytest.MonkeyPatch, nan_poisoned_empty: None
+) -> None:
+    # 1, 2 and 5 "SMs" over 7 row tiles x 3 column tiles (dA: x 2) and dB's 4 groups x 6 tiles: each
+    # program walks several tiles across group boundaries, empty groups included.
+    monkeypatch.setattr(gg, "_num_sms", lambda device: programs)
+    pin_tma_config(monkeypatch, subtile=True)
+    torch.manual_seed(22)
+    assert_matches_reference(
+        torch.randn(395, 96, dtype=torch.float16, device=DEVICE),
+        torch.randn(4, 136, 96, dtype=torch.float16, device=DEVICE),
+        torch.tensor([0, 130, 65, 200], device=DEVICE),
+    )
+    assert launched == TMA_KERNELS
+
+
+@needs_tma
+def test_tma_kernels_without_epilogue_subtile(launched: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The interpreter's default TMA config splits the epilogue; this runs the one-store epilogue.
+    pin_tma_config(monkeypatch, subtile=False)
+    torch.manual_seed(23)
+    assert_matches_reference(
+        torch.randn(150, 72, dtype=torch.float16, device=DEVICE),
+        torch.randn(3, 96, 72, dtype=torch.float16, device=DEVICE),
+        torch.tensor([70, 0, 80], device=DEVICE),
+    )
+    assert launched == TMA_KERNELS
+
+
+@needs_tma
+@pytest.mark.parametrize(
+    ("case", "kernels"),
+    [
+        ("contiguous", TMA_KERNELS),
+        # Row stride 104 elements (16-byte aligned), K = 100: TMA zero-fills the K tail; dB (G x N x
+        # 100, a 200-byte row stride) cannot be a TMA target and falls back.
+        ("k-tail", TMA_KERNELS[:2] + POINTER_KERNELS[2:]),
+        # Row stride 98 elements: 196 bytes, not 16-byte aligned.
+        ("unaligned-rows", POINTER_KERNELS),
+        # a one element into its storage: a 2-byte aligned base (dA reads only dout and b).
+        ("unaligned-base", POINTER_KERNELS[:1] + TMA_KERNELS[1:2] + POINTER_KERNELS[2:]),
+        ("fp32", POINTER_KERNELS),
+    ],
+)
+def test_tma_path_or_fallback(
+    case: str, kernels: list[str], launched: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pin_tma_config(monkeypatch, subtile=True)
+    torch.manual_seed(24)
+    dtype = torch.float32 if case == "fp32" else torch.float16
+    width = {"k-tail": 104, "unaligned-rows": 98}.get(case, 96)
+    k = 100 if case == "k-tail" else 96
+    a = torch.randn(150, width, dtype=dtype, device=DEVICE)[:, :k]
+    b = torch.randn(3, 72, width, dtype=dtype, device=DEVICE)[:, :, :k]
+    if case == "unaligned-base":
+        a = torch.randn(150 * 96 + 1, dtype=dtype, device=DEVICE)[1:].view(150, 96)
+    assert_matches_reference(a, b, torch.tensor([64, 0, 86], device=DEVICE))
+    assert launched == kernels

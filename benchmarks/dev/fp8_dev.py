@@ -1,0 +1,279 @@
+"""GPU check and timing of kernels.gemm_fp8 on the Llama-3.1-8B mbs=1 shapes (M = 8192 tokens).
+
+    python benchmarks/dev/fp8_dev.py [--skip-configs] [--pointer] [--layers qkv,o,gate_up,down]
+
+Sections, each printed as it finishes:
+1. correctness: out, dA, dB of gemm_fp8 against float64 (the harness's SNR: out >= 25 dB, gradients
+   25 dB for e4m3 / 20 dB for e5m2, GRAD_FP8_DTYPE says which).
+2. kernel alone on pre-quantised operands (forward, dA and dB products) against the torch backend's
+   product (torch._scaled_mm, or what reference_kind prints for blockwise); with --pointer also the
+   pointer kernel (the TMA kernel's fallback, forced) on the forward product (its autotuning adds
+   about a minute).
+3. whole op (quantisation + GEMMs) forward and forward+backward against F.linear in bf16, and against
+   the fp8 torch backend (torch quantiser + cuBLAS).
+   Then the autotuner's pick for each product.
+4. per-config timings of the TMA kernel, each config of its autotune list pinned in turn (compile or
+   launch errors printed per config).
+
+`speed` columns are their time / our time (> 1: ours faster). Times are triton.testing.do_bench
+medians (it clears L2 between repeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gitcampaign.shapes import preset  # noqa: E402
+from kernels import gemm_fp8 as fp8  # noqa: E402
+from kernels import quant  # noqa: E402
+
+SNR_DB = {torch.float8_e4m3fn: 25.0, torch.float8_e5m2: 20.0}
+START = time.perf_counter()
+
+
+def _ms(fn: Callable[[], object], warmup: int = 25, rep: int = 100) -> float:
+    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep))
+
+
+def _snr_db(reference: torch.Tensor, candidate: torch.Tensor) -> float:
+    reference = reference.detach().double()
+    error = float((reference - candidate.detach().double()).pow(2).sum())
+    return math.inf if error == 0.0 else 10 * math.log10(float(reference.pow(2).sum()) / error)
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous
+
+
+@contextmanager
+def _pointer_kernel() -> Iterator[None]:
+    """Force the launcher's fallback (the pre-TMA kernel) by declaring TMA unusable."""
+    real = fp8._tma_ok
+    fp8._tma_ok = lambda *tensors: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        fp8._tma_ok = real
+
+
+@contextmanager
+def _pinned(config: triton.Config) -> Iterator[None]:
+    kernel = fp8._gemm_fp8_tma_kernel
+    configs = kernel.configs
+    kernel.configs = [config]
+    try:
+        yield
+    finally:
+        kernel.configs = configs
+
+
+def _elapsed() -> str:
+    return f"[{time.perf_counter() - START:5.0f} s]"
+
+
+def _layers() -> list[tuple[str, int, int, int]]:
+    return [
+        (shape.label.split("-")[2], shape.M, shape.N or 0, shape.K) for shape in preset("llama3.1-8b:mbs=1")
+    ]
+
+
+class Products:
+    """The three products of one layer and granularity on pre-quantised operands, as the op runs them:
+    forward (a, b), dA (dOut, b.T), dB (dOut.T, a.T), each (x, sx, y, sy, y_kind)."""
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor, granularity: str) -> None:
+        x_kind, w_kind = fp8._X_KIND[granularity], fp8._W_KIND[granularity]
+        grad_dtype = fp8.GRAD_FP8_DTYPE[granularity]
+        e4m3 = fp8.OPERAND_FP8_DTYPE
+        self.granularity = granularity
+        self.items = {
+            "fwd": (*quant.quantize(a, x_kind, e4m3), *quant.quantize(b, w_kind, e4m3), w_kind),
+            "dA": (*quant.quantize(grad, x_kind, grad_dtype), *quant.quantize(b.t(), w_kind, e4m3), w_kind),
+            "dB": (
+                *quant.quantize(grad.t(), x_kind, grad_dtype),
+                *quant.quantize(a.t(), x_kind, e4m3),
+                x_kind,
+            ),
+        }
+
+    def ours(self, product: str) -> Callable[[], object]:
+        x, sx, y, sy, y_kind = self.items[product]
+        y_group_n = quant.BLOCK if y_kind == "block128" else 1
+        return functools.partial(
+            fp8._matmul_triton, x, sx, y, sy, self.granularity, y_group_n, torch.bfloat16
+        )
+
+    def vendor(self, product: str) -> Callable[[], object]:
+        x, sx, y, sy, y_kind = self.items[product]
+        return functools.partial(fp8._matmul_torch, x, sx, y, sy, self.granularity, y_kind, torch.bfloat16)
+
+
+def _inputs(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator(device="cuda").manual_seed(m * 7 + n * 3 + k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=generator)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=generator)
+    grad = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=generator)
+    return a, b, grad
+
+
+def check_snr(layers: list[tuple[str, int, int, int]]) -> bool:
+    print(f"\n== 1. SNR against float64 (dB) {_elapsed()}")
+    ok = True
+    for name, m, n, k in layers:
+        a, b, grad = _inputs(m, n, k)
+        ref = (a.double() @ b.double().t(), grad.double() @ b.double(), grad.double().t() @ a.double())
+        for granularity in fp8.GRANULARITIES:
+            a_ = a.clone().requires_grad_()
+            b_ = b.clone().requires_grad_()
+            try:
+                out = fp8.gemm_fp8(a_, b_, granularity)
+                grads = torch.autograd.grad(out, (a_, b_), grad)
+            except Exception as error:  # noqa: BLE001 - a dev script reports and goes on
+                print(f"{name:<8}{granularity:<11} FAILED {type(error).__name__}: {str(error)[:300]}")
+                ok = False
+                continue
+            grad_floor = SNR_DB[fp8.GRAD_FP8_DTYPE[granularity]]
+            snrs = [_snr_db(r, got) for r, got in zip(ref, (out, *grads), strict=True)]
+            passed = snrs[0] >= 25.0 and min(snrs[1:]) >= grad_floor
+            ok &= passed
+            print(
+                f"{name:<8}{granularity:<11} out {snrs[0]:5.1f}  dA {snrs[1]:5.1f}  dB {snrs[2]:5.1f}"
+                f"  (need 25 / {grad_floor:.0f})  {'ok' if passed else 'FAIL'}"
+            )
+        del ref
+    return ok
+
+
+def time_kernels(layers: list[tuple[str, int, int, int]], pointer: bool) -> None:
+    print(f"\n== 2. kernel alone, pre-quantised operands (ms; speed = their time / ours) {_elapsed()}")
+    for granularity in fp8.GRANULARITIES:
+        print(f"-- {granularity}: torch backend = {fp8.reference_kind(granularity)}")
+        print(f"{'layer':<8}{'product':<8}{'M,N,K':<18}{'ours':>8}{'TFLOP/s':>9}{'vendor':>8}{'speed':>7}"
+              f"{'pointer':>9}{'speed':>7}")  # fmt: skip
+        for name, m, n, k in layers:
+            a, b, grad = _inputs(m, n, k)
+            products = Products(a, b, grad, granularity)
+            dims = {"fwd": (m, n, k), "dA": (m, k, n), "dB": (n, k, m)}
+            for product, (pm, pn, pk) in dims.items():
+                ours = _ms(products.ours(product))
+                vendor = _ms(products.vendor(product))
+                cells = f"{ours:8.3f}{2 * pm * pn * pk / ours / 1e9:9.0f}{vendor:8.3f}{vendor / ours:7.2f}"
+                if pointer and product == "fwd":
+                    with _pointer_kernel():
+                        old = _ms(products.ours(product))
+                    cells += f"{old:9.3f}{old / ours:7.2f}"
+                print(f"{name:<8}{product:<8}{f'{pm},{pn},{pk}':<18}{cells}", flush=True)
+
+
+def _grads_of(fn: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor) -> object:
+    return torch.autograd.grad(fn(), (a, b), grad)
+
+
+def time_whole_op(layers: list[tuple[str, int, int, int]]) -> None:
+    print(f"\n== 3. whole op (ms; speed = their time / ours) {_elapsed()}")
+    print(f"{'layer':<8}{'granularity':<12}{'fwd':>8}{'bf16':>8}{'speed':>7}{'fp8 torch':>10}{'speed':>7}"
+          f"{'fwd+bwd':>9}{'bf16':>8}{'speed':>7}{'fp8 torch':>10}{'speed':>7}")  # fmt: skip
+    for name, m, n, k in layers:
+        a, b, grad = _inputs(m, n, k)
+        a.requires_grad_()
+        b.requires_grad_()
+        bf16 = functools.partial(F.linear, a, b)
+        bf16_fwd, bf16_step = _ms(bf16), _ms(functools.partial(_grads_of, bf16, a, b, grad))
+        for granularity in fp8.GRANULARITIES:
+            op = functools.partial(fp8.gemm_fp8, a, b, granularity)
+            step = functools.partial(_grads_of, op, a, b, grad)
+            fwd, both = _ms(op), _ms(step)
+            with _env(fp8.BACKEND_ENV, "torch"):
+                vendor_fwd, vendor_both = _ms(op), _ms(step)
+            print(
+                f"{name:<8}{granularity:<12}{fwd:8.3f}{bf16_fwd:8.3f}{bf16_fwd / fwd:7.2f}"
+                f"{vendor_fwd:10.3f}{vendor_fwd / fwd:7.2f}{both:9.3f}{bf16_step:8.3f}{bf16_step / both:7.2f}"
+                f"{vendor_both:10.3f}{vendor_both / both:7.2f}",
+                flush=True,
+            )
+
+
+def _config_name(config: triton.Config) -> str:
+    kw = config.kwargs
+    return (
+        f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']} w{config.num_warps} s{config.num_stages}"
+        f" sub{kw.get('EPILOGUE_SUBTILE', 0)} occ{kw.get('OCCUPANCY', 1)}"
+    )
+
+
+def time_configs(layers: list[tuple[str, int, int, int]]) -> None:
+    print(f"\n== 4. TMA kernel per pinned config (ms; best marked *) {_elapsed()}")
+    configs = fp8._tma_configs()
+    for granularity in fp8.GRANULARITIES:
+        scaling = fp8._SCALING_CODE[granularity]
+        serving = fp8._prune_configs(configs, {}, SCALING=scaling)
+        print(f"-- {granularity}: " + " | ".join(_config_name(c) for c in serving))
+        for name, m, n, k in layers:
+            a, b, grad = _inputs(m, n, k)
+            products = Products(a, b, grad, granularity)
+            for product in products.items:
+                cells = []
+                for config in serving:
+                    with _pinned(config):
+                        try:
+                            cells.append(_ms(products.ours(product), warmup=10, rep=30))
+                        except Exception as error:  # noqa: BLE001 - report per config, go on
+                            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                            print(f"   {_config_name(config)}: {type(error).__name__}: {first[:200]}")
+                            cells.append(math.inf)
+                best = min(cells)
+                text = "".join(f"{t:9.3f}{'*' if t == best else ' '}" for t in cells)
+                print(f"{name:<8}{product:<5}{text}", flush=True)
+
+
+def print_picks() -> None:
+    print(f"\n-- autotuner's picks (key starts M, N, K, SCALING, Y_GROUP_N, NUM_SMS) {_elapsed()}")
+    for key, config in fp8._gemm_fp8_tma_kernel.cache.items():
+        print(f"{key[:6]}: {_config_name(config)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-configs", action="store_true", help="leave out section 4")
+    parser.add_argument("--pointer", action="store_true", help="time the pointer (fallback) kernel too")
+    parser.add_argument("--layers", default="qkv,o,gate_up,down", help="comma-separated subset")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("fp8_dev.py needs a CUDA GPU (Hopper for fp8 wgmma and TMA)")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    layers = [layer for layer in _layers() if layer[0] in args.layers.split(",")]
+    ok = check_snr(layers)
+    time_kernels(layers, pointer=args.pointer)
+    time_whole_op(layers)
+    print_picks()
+    if not args.skip_configs:
+        time_configs(layers)
+    print(f"\ndone {_elapsed()}; SNR {'ok' if ok else 'FAILED'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

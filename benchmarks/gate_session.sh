@@ -15,7 +15,7 @@ stages=${*:-gemm agreement spread calibrate cachetest}
 work=/tmp/gate
 mkdir -p "$work" "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-export KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,num_warps=8,num_stages=3
+export KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,EPILOGUE_SUBTILE=1,num_warps=8,num_stages=3
 gpu() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader; }
 {
   date -u +%FT%TZ

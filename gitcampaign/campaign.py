@@ -182,7 +182,8 @@ class Campaign:
         baselines = {
             commit for commit, docs in self.verdicts().items() if any(d.phase == Phase.BASELINE for d in docs)
         }
-        return next((c for c in g.first_parent_chain(self.repo, self.accepted_head()) if c in baselines), None)
+        chain = g.first_parent_chain(self.repo, self.accepted_head())
+        return next((commit for commit in chain if commit in baselines), None)
 
     def require_baseline(self) -> Manifest:
         manifest = self.manifest()

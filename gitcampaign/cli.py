@@ -118,7 +118,7 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
 @click.option(
     "--op",
     required=True,
-    help="gemm, gemm_fp8_{tensorwise,rowwise,blockwise}, grouped_gemm, quantize_fp8_{rowwise,blockwise}; a label with --quick-command.",
+    help="gemm, gemm_fp8_{tensorwise,rowwise,blockwise}, grouped_gemm, quantize_fp8_{tensorwise,rowwise,blockwise}; a label with --quick-command.",
 )
 @click.option(
     "--backend", default="triton", show_default=True, help="Backend the harness measures (triton|torch)."

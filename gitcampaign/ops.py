@@ -31,6 +31,7 @@ OPS: dict[str, OpInfo] = {
         C.GEMM_HEADER,
         grouped=True,
     ),
+    "quantize_fp8_tensorwise": _QUANT,
     "quantize_fp8_rowwise": _QUANT,
     "quantize_fp8_blockwise": _QUANT,
 }

@@ -5,7 +5,7 @@ it is C) is split into groups, each sharing one float32 scale:
 
 - ``rowwise``    one group per row, scales (R, 1);
 - ``blockwise``  1x128 blocks along C, scales (R, ceil(C/128)); the last block of a row may be partial;
-- ``tensorwise`` (private, for gemm_fp8) one group for the whole tensor, scales (1, 1);
+- ``tensorwise`` one group for the whole tensor, scales (1, 1);
 - ``block128``   (private, for gemm_fp8 weights) 128x128 blocks, scales (ceil(R/128), ceil(C/128)).
 
 For a group with absolute maximum ``amax`` the kernel computes, in float32 and in this order::
@@ -62,7 +62,7 @@ CONFIG_ENV = "KERNELS_QUANT_CONFIG"
 SCALE_EPS = 1e-12
 BLOCK = 128
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
-PUBLIC_GRANULARITIES = ("rowwise", "blockwise")
+PUBLIC_GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
 GRANULARITIES = ("tensorwise", "rowwise", "blockwise", "block128")
 INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # The widest chunk of a row held in registers at once; longer rows are read in chunks.
@@ -368,7 +368,8 @@ def _check_public(granularity: str) -> None:
 def quantize_fp8(x: torch.Tensor, granularity: str = "rowwise") -> tuple[torch.Tensor, torch.Tensor]:
     """x (M x K, bf16/fp16/fp32) -> (q: float8_e4m3fn M x K, scales: float32), x ~= q * scales.
 
-    rowwise: scales (M, 1); blockwise: 1x128 blocks along K, scales (M, ceil(K/128)).
+    tensorwise: scales (1, 1); rowwise: scales (M, 1); blockwise: 1x128 blocks along K, scales
+    (M, ceil(K/128)).
     """
     _check_public(granularity)
     q, scales = _QuantizeFP8.apply(x, granularity)

@@ -321,9 +321,10 @@ def test_real_triton_gemm_on_the_tiny_preset(tmp_path: Path) -> None:
 
 
 @CPU_ONLY
-def test_real_quantisation_and_grouped_gemm(tmp_path: Path) -> None:
-    """Quantisation checked under the announced CPU rule; grouped GEMM with skewed and empty groups."""
-    quant = harness_repo(tmp_path / "q", "quantize_fp8_blockwise", "triton")
+@pytest.mark.parametrize("op", ["quantize_fp8_blockwise", "quantize_fp8_tensorwise"])
+def test_real_quantisation(tmp_path: Path, op: str) -> None:
+    """Quantisation checked under the announced CPU rule (tensorwise: one scale for the tensor)."""
+    quant = harness_repo(tmp_path / "q", op, "triton")
     process, csv_text = run_harness(quant, tiny_shapes("tiny-quant"), "--repeats", "1")
     assert process.returncode == 0, process.stderr
     assert "CPU check is weaker" in process.stderr
@@ -333,6 +334,10 @@ def test_real_quantisation_and_grouped_gemm(tmp_path: Path) -> None:
         # The interpreter's rounding faults touch a few percent of the codes, never most of them.
         assert 0.0 <= float(row["mismatch_frac"]) < 0.1
 
+
+@CPU_ONLY
+def test_real_grouped_gemm(tmp_path: Path) -> None:
+    """Grouped GEMM with skewed and empty groups."""
     grouped = harness_repo(tmp_path / "g", "grouped_gemm", "torch")
     shapes = tiny_shapes("tiny-grouped")
     process, csv_text = run_harness(grouped, shapes, "--repeats", "1")
@@ -453,6 +458,7 @@ def test_clock_drift_is_judged_on_thirds_not_on_the_swings() -> None:
         ("gemm_fp8_rowwise", "tiny"),
         ("gemm_fp8_blockwise", "tiny"),
         ("grouped_gemm", "tiny-grouped"),
+        ("quantize_fp8_tensorwise", "tiny-quant"),
         ("quantize_fp8_rowwise", "tiny-quant"),
         ("quantize_fp8_blockwise", "tiny-quant"),
     ],
@@ -494,7 +500,7 @@ def test_an_address_keyed_cache_fails_on_the_gpu(tmp_path: Path) -> None:
     assert re.search(r"cached: FAIL: (out|da|db)_snr", process.stderr), process.stderr
 
 
-@pytest.mark.parametrize("granularity", ["rowwise", "blockwise"])
+@pytest.mark.parametrize("granularity", ["tensorwise", "rowwise", "blockwise"])
 @pytest.mark.parametrize(("rows", "cols"), [(3, 128), (5, 300), (1, 1)])  # whole blocks, a K tail, a 1x1
 def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows: int, cols: int) -> None:
     """The harness keeps its own copy of the quantisation rule (a round cannot edit what judges it);

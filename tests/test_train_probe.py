@@ -54,6 +54,7 @@ def run(probe: ModuleType, tmp_path: Path, *args: str) -> tuple[int, dict]:
         "gemm_fp8_rowwise",
         "gemm_fp8_blockwise",
         "grouped_gemm",
+        "quantize_fp8_tensorwise",
         "quantize_fp8_rowwise",
         "quantize_fp8_blockwise",
     ],

@@ -584,7 +584,9 @@ def quantize_reference(x: Any, granularity: str) -> tuple[Any, Any]:
 
     x32 = x.to(torch.float32)
     rows, cols = x32.shape
-    if granularity == "rowwise":
+    if granularity == "tensorwise":
+        amax = x32.abs().amax().reshape(1, 1)
+    elif granularity == "rowwise":
         amax = x32.abs().amax(dim=1, keepdim=True)
     else:
         blocks = -(-cols // QUANT_BLOCK)
@@ -594,7 +596,7 @@ def quantize_reference(x: Any, granularity: str) -> tuple[Any, Any]:
     scales = amax / torch.full_like(amax, E4M3_MAX)
     inverse = torch.ones_like(scales) / scales
     expanded = (
-        inverse if granularity == "rowwise" else inverse.repeat_interleave(QUANT_BLOCK, dim=1)[:, :cols]
+        inverse if granularity != "blockwise" else inverse.repeat_interleave(QUANT_BLOCK, dim=1)[:, :cols]
     )
     codes = (x32 * expanded).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).contiguous()
     return codes, scales
@@ -628,6 +630,7 @@ OPS: dict[str, GemmOp | QuantOp] = {
         lambda k, i: k.grouped_gemm(i.a, i.b, i.group_sizes),
         grouped=True,
     ),
+    "quantize_fp8_tensorwise": QuantOp("quantize_fp8_tensorwise", "tensorwise"),
     "quantize_fp8_rowwise": QuantOp("quantize_fp8_rowwise", "rowwise"),
     "quantize_fp8_blockwise": QuantOp("quantize_fp8_blockwise", "blockwise"),
 }
@@ -1461,7 +1464,8 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     synchronize(run.device)
     del warm
     # No reference exists before the candidate's last call (an op could find it and return it).
-    scale_count = shape.M * (1 if op.granularity == "rowwise" else -(-shape.K // QUANT_BLOCK))
+    blocks = -(-shape.K // QUANT_BLOCK)
+    scale_count = {"tensorwise": 1, "rowwise": shape.M, "blockwise": shape.M * blocks}[op.granularity]
     work = op.bytes_moved(shape, run.dtype.itemsize, scale_count)
     forward = measure(
         run.clock,

@@ -79,6 +79,7 @@ OPS = {
     "gemm_fp8_rowwise": OpSpec("dense", ("kernels.gemm_fp8", "kernels.quant"), "rowwise"),
     "gemm_fp8_blockwise": OpSpec("dense", ("kernels.gemm_fp8", "kernels.quant"), "blockwise"),
     "grouped_gemm": OpSpec("grouped", ("kernels.grouped_gemm",)),
+    "quantize_fp8_tensorwise": OpSpec("quant", ("kernels.quant",), "tensorwise"),
     "quantize_fp8_rowwise": OpSpec("quant", ("kernels.quant",), "rowwise"),
     "quantize_fp8_blockwise": OpSpec("quant", ("kernels.quant",), "blockwise"),
 }

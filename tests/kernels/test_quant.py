@@ -140,12 +140,13 @@ def test_scale_shapes() -> None:
     assert quantize_fp8(x, "blockwise")[1].shape == (5, 3)
 
 
-def test_torch_backend_is_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("granularity", quant.PUBLIC_GRANULARITIES)
+def test_torch_backend_is_the_reference(monkeypatch: pytest.MonkeyPatch, granularity: str) -> None:
     """KERNELS_QUANT_BACKEND=torch routes quantize_fp8 to quantize_fp8_reference."""
     monkeypatch.setenv(quant.BACKEND_ENV, "torch")
     x = torch.randn(7, 200, device=DEVICE)
-    q, scales = quantize_fp8(x, "blockwise")
-    ref_q, ref_scales = quantize_fp8_reference(x, "blockwise")
+    q, scales = quantize_fp8(x, granularity)
+    ref_q, ref_scales = quantize_fp8_reference(x, granularity)
     assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8)) and torch.equal(scales, ref_scales)
 
 

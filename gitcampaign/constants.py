@@ -16,6 +16,7 @@ __all__ = ["ACCEPTED", "GEMM_HEADER", "QUANT_HEADER", "SNR_THRESHOLDS_DB", "Deci
 CAMPAIGNS_DIR = "campaigns"
 MANIFEST_FILE = "manifest.yaml"
 HARNESS_FILE = "quick_test_bench.py"
+SHAPES_FILE = "shapes.yaml"  # init's copy of a --shapes file, for the benchmark command
 REPORT_FILE = "REPORT.md"
 REPORT_PLOT_FILE = "REPORT.svg"
 

@@ -215,10 +215,16 @@ def shapes_from_data(data: object, source: str) -> list[Shape]:
         ) from exc
 
 
+def is_shape_file(spec: str) -> bool:
+    """Whether `spec` names a YAML shape file rather than a preset."""
+    path = Path(spec)
+    return path.suffix in (".yaml", ".yml") or path.exists()
+
+
 def load_shapes(spec: str) -> list[Shape]:
     """`spec` is a preset name or a path to a YAML shape file."""
     path = Path(spec)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if is_shape_file(spec):
         if not path.is_file():
             raise CampaignError(
                 f"shape file {spec} does not exist", "pass a preset name or an existing YAML file"

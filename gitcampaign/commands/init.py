@@ -14,7 +14,7 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, normalise_metric
 from gitcampaign.ops import OPS, OpInfo
 from gitcampaign.refs import CampaignRef
-from gitcampaign.shapes import load_shapes
+from gitcampaign.shapes import dump_shapes, is_shape_file, load_shapes
 from gitcampaign.verdict import now
 
 
@@ -199,8 +199,13 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         probe = (
             f"python {folder}/train_probe.py --op {options.op} --backend {options.backend}" if harness else ""
         )
+    # A shape file may live anywhere (outside the repository, on this machine only): the campaign
+    # keeps its own copy, so that the benchmark command runs in any clone.
+    shape_copy = f"{folder}/{C.SHAPES_FILE}" if is_shape_file(options.shapes) else None
     benchmark_command = options.benchmark_command or (
-        f"python benchmarks/full_bench.py --op {options.op} --shapes {options.shapes}" if info else ""
+        f"python benchmarks/full_bench.py --op {options.op} --shapes {shape_copy or options.shapes}"
+        if info
+        else ""
     )
     acceptance_command = (
         default_acceptance(root, test_command)
@@ -250,7 +255,10 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     commit = g.commit_files(
         repo,
         C.main_branch(name),
-        {manifest.path: manifest.to_yaml()},
+        {
+            manifest.path: manifest.to_yaml(),
+            **({shape_copy: dump_shapes(shapes).encode()} if shape_copy else {}),
+        },
         f"campaign {name}: define target\n\nop {options.op}, backend {options.backend}, metric {metric}, "
         f"{len(shapes)} target shapes ({options.shapes})\n",
         create_from=head,

@@ -400,3 +400,18 @@ def test_crash_log_is_per_user_and_private(
     log = Path(shown)
     assert log.is_relative_to(Path(os.environ["HOME"])) and "RuntimeError: bug" in log.read_text()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_a_shape_file_is_kept_in_the_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The file may be anywhere (here outside the repository): the campaign's benchmark command must
+    # run in any clone, so it points at the campaign's own copy.
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    outside = tmp_path / "mine.yaml"
+    outside.write_text("- {label: s1, M: 64, N: 32, K: 16}\n- {label: s2, M: 128, N: 64, K: 32}\n")
+    init(root, options(op="gemm", shapes=str(outside)))
+    manifest = Campaign(g.open_repo(root), NAME).manifest()
+    copy = f"{C.campaign_dir(NAME)}/{C.SHAPES_FILE}"
+    assert manifest.benchmark_command == f"python benchmarks/full_bench.py --op gemm --shapes {copy}"
+    assert [shape.label for shape in load_shapes(str(root / copy))] == ["s1", "s2"]
+    assert str(outside).encode() not in manifest.to_yaml()

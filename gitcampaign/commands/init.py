@@ -161,7 +161,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     if on is not None:
         raise CampaignError(
             f"HEAD is on {on.branch}, a branch of campaign {on.campaign}: a campaign started there would "
-            f"carry {on.campaign}'s own commits (its manifest, notes' anchors, unmerged rounds)",
+            f"carry {on.campaign}'s own commits (its manifest and bookkeeping, and any round not merged)",
             "check out the branch to start from (`git checkout main`, after merging what was accepted), "
             "then run init again",
         )

@@ -54,6 +54,7 @@ def test_dirty_tree_is_refused_with_the_fix(project: Path) -> None:
 
 
 def test_detached_head_and_unknown_campaign(project: Path) -> None:
+    git(project, "checkout", "-q", "main")
     init(project, options(name="other"))
     git(project, "checkout", "-q", "--detach", "HEAD")
     with pytest.raises(CampaignError, match="HEAD is detached") as info:

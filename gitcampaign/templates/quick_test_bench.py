@@ -993,6 +993,7 @@ class Window:
     preroll_s: float
     settled: bool
     samples: list[tuple[float, float, float]]
+    wall_s: float = 0.0  # all of it: the pool's inputs, launch probes, pre-roll, timed calls, drain
 
     def summary(self) -> dict[str, object]:
         record: dict[str, object] = {
@@ -1004,6 +1005,7 @@ class Window:
             "settled": self.settled,
             "samples": len(self.samples),
             "clock_moved": round(self.clock_moved, 4),
+            "wall_s": round(self.wall_s, 3),
         }
         for index, name in enumerate(("sm_mhz", "power_w", "temp_c")):
             values = [sample[index] for sample in self.samples]
@@ -1032,7 +1034,7 @@ class Window:
         text = (
             f"{self.what}: {self.calls} calls back to back after {self.preroll_s:.2f} s of pre-roll"
             f"{'' if self.settled else ' (clock not settled)'}, inputs from a pool of {self.pool_sets} "
-            f"sets ({self.pool_mb:.0f} MB)"
+            f"sets ({self.pool_mb:.0f} MB), {self.wall_s:.2f} s in all"
         )
         if not self.samples:
             return text + "; no clock record"
@@ -1133,6 +1135,7 @@ class Clock:
 
         device = self.device
         torch.cuda.synchronize(device)
+        window_began = self.perf_counter()
         before = torch.cuda.memory_allocated(device)
         pool: collections.deque[Callable[[], Any]] = collections.deque([prepare()])
         set_bytes = max(torch.cuda.memory_allocated(device) - before, 1)
@@ -1208,7 +1211,16 @@ class Clock:
         while pool:
             pool.popleft()()
         torch.cuda.synchronize(device)
-        window = Window(what, calls, depth, depth * set_bytes / 1e6, preroll_s, settled, samples)
+        window = Window(
+            what,
+            calls,
+            depth,
+            depth * set_bytes / 1e6,
+            preroll_s,
+            settled,
+            samples,
+            self.perf_counter() - window_began,
+        )
         self.windows.append(window)
         print(f"quick_test_bench: {window.describe()}", file=sys.stderr)
         if window.clock_moved > CLOCK_MOVED_WARN:
@@ -1741,6 +1753,7 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
     all_pass = True
     for index, shape in enumerate(shapes):
         row: GemmRow | QuantRow
+        began, windows_before = clock.perf_counter(), len(clock.windows)
         try:
             row, reasons = run_shape(run, shape, index)
             if startup:
@@ -1760,6 +1773,13 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
             reasons = []
         for reason in reasons:
             print(f"quick_test_bench: {shape.label}: FAIL: {reason}", file=sys.stderr)
+        # Where a shape's time goes (the validation's length is mostly this, shape after shape).
+        windows_s = sum(window.wall_s for window in clock.windows[windows_before:])
+        print(
+            f"quick_test_bench: {shape.label}: {clock.perf_counter() - began:.2f} s, {windows_s:.2f} s of it in "
+            "timed windows, the rest warm-up and checks",
+            file=sys.stderr,
+        )
         all_pass &= row.check == PASS
         lines.append(csv_line(row))
         print(csv_line(row), end="", flush=True)

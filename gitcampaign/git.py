@@ -534,9 +534,12 @@ def first_parent_chain(repo: Repo, tip: str) -> list[str]:
 
 
 def add_worktree(repo: Repo, path: Path, commit: str) -> None:
-    """A detached worktree of `commit` at `path`, replacing a stale one left by a killed run."""
-    remove_worktree(repo, path)
-    repo.git.worktree("add", "--detach", "-f", str(path), commit)
+    """A detached worktree of `commit` at `path`, replacing a stale one left by a killed run. Under
+    the repository lock, like every change to git's worktree records: another command's `worktree
+    prune` would delete this one's record while `add` is still writing it."""
+    with repo_lock(repo):
+        remove_worktree(repo, path)
+        repo.git.worktree("add", "--detach", "-f", str(path), commit)
 
 
 def export_paths(repo: Repo, commit: str, paths: list[str], dest: Path) -> None:
@@ -569,12 +572,15 @@ def tree_listing(repo: Repo, commit: str, paths: list[str] | None = None) -> str
 
 
 def remove_worktree(repo: Repo, path: Path) -> None:
-    if path.exists():
-        try:
-            repo.git.worktree("remove", "--force", str(path))
-        except GitCommandError:
-            shutil.rmtree(path, ignore_errors=True)
-    repo.git.worktree("prune")
+    """Remove the worktree (or plain copy) at `path` and prune git's records of missing ones; under
+    the repository lock (see add_worktree)."""
+    with repo_lock(repo):
+        if path.exists():
+            try:
+                repo.git.worktree("remove", "--force", str(path))
+            except GitCommandError:
+                shutil.rmtree(path, ignore_errors=True)
+        repo.git.worktree("prune")
 
 
 # -- locking ----------------------------------------------------------------------------------------

@@ -72,3 +72,31 @@ def test_run_in_reports_git_s_own_words(tmp_path: Path) -> None:
     with pytest.raises(CampaignError, match="failed in") as failed:
         g.run_in(tmp_path, "rev-parse", "HEAD", hint="the hint")
     assert failed.value.hint == "the hint"
+
+
+def test_worktree_records_change_only_under_the_repository_lock(root: Path, tmp_path: Path) -> None:
+    # Two campaigns validating at once: one's `worktree prune` deleted the record the other's
+    # `worktree add` was still writing. Worktree changes now wait for the repository lock.
+    import fcntl
+    import os
+    import time
+
+    repo = g.open_repo(root)
+    with g.repo_lock(repo):  # creates the lock file
+        pass
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # another command, holding the lock for a while
+        with open(g.common_dir(repo) / "campaign" / "repository.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            os.write(ready_write, b"x")
+            time.sleep(0.5)
+        os._exit(0)
+    os.read(ready_read, 1)
+    began = time.monotonic()
+    g.add_worktree(repo, tmp_path / "wt", g.rev(repo, "HEAD") or "")
+    waited = time.monotonic() - began
+    os.waitpid(pid, 0)
+    assert waited >= 0.3 and (tmp_path / "wt" / ".git").exists()
+    g.remove_worktree(repo, tmp_path / "wt")
+    assert not (tmp_path / "wt").exists()

@@ -15,7 +15,9 @@ stages=${*:-gemm agreement spread calibrate cachetest}
 work=/tmp/gate
 mkdir -p "$work" "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-export KERNELS_GEMM_CONFIG=BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,EPILOGUE_SUBTILE=1,num_warps=8,num_stages=3
+# The calibrate stage runs `git campaign calibrate` itself: pin the configs gate_check.py pins.
+eval "$(python3 -c 'import shlex, sys; sys.path.insert(0, "benchmarks"); from gate_check import PINNED
+print("\n".join(f"export {key}={shlex.quote(value)}" for key, value in PINNED.items()))')"
 gpu() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu --format=csv,noheader; }
 {
   date -u +%FT%TZ

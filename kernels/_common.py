@@ -1,7 +1,9 @@
-"""What every op file shares: backend choice, interpreter detection, autotune configs, tile order."""
+"""What every op file shares: backend choice, interpreter detection, autotune configs, tile order,
+and what the persistent TMA kernels need: the grid's width and the descriptors' scratch memory."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -54,6 +56,51 @@ def matmul_config(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: i
     return triton.Config(
         {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_warps=warps, num_stages=stages
     )
+
+
+def tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool = False) -> triton.Config:
+    """A matmul config for a persistent TMA kernel: EPILOGUE_SUBTILE stores the C tile in two halves."""
+    config = matmul_config(bm, bn, bk, warps, stages)
+    config.kwargs["EPILOGUE_SUBTILE"] = int(subtile)
+    return config
+
+
+def without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
+    """The configs minus the TMA-only key, so that one pinned config serves the TMA kernel and its
+    pointer fallback."""
+    return [
+        triton.Config(
+            {key: value for key, value in config.kwargs.items() if key != "EPILOGUE_SUBTILE"},
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+        )
+        for config in configs
+    ]
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def num_sms(device: torch.device, interpreter_programs: int) -> int:
+    """Width of a persistent grid: the SM count of a CUDA device (a device property, looked up once);
+    in the interpreter `interpreter_programs`, a few, so that CPU tests walk several tiles a program."""
+    if device.type != "cuda":
+        return interpreter_programs
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def use_tma_scratch(device: torch.device) -> None:
+    """Give Triton global memory for the descriptors a kernel builds on a CUDA device. Before every
+    launch, not once: Triton keeps the allocator in a ContextVar, which the autograd engine's own
+    thread (where the backward's products run) does not inherit."""
+    if device.type == "cuda":
+        triton.set_allocator(_tma_scratch)
 
 
 def input_precision(dtype: torch.dtype) -> str:

@@ -45,14 +45,21 @@ Pin one autotune config for both kernels with
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._common import backend, input_precision, pick_configs, tile_pid
+from kernels._common import (
+    backend,
+    input_precision,
+    num_sms,
+    pick_configs,
+    tile_pid,
+    tma_config,
+    use_tma_scratch,
+    without_tma_keys,
+)
 from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
@@ -61,26 +68,20 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and non-unit strides
 
 
-def _tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool) -> triton.Config:
-    config = _config(bm, bn, bk, warps, stages)
-    config.kwargs["EPILOGUE_SUBTILE"] = int(subtile)
-    return config
-
-
 def _tma_configs() -> list[triton.Config]:
     """Autotune candidates of the TMA kernel on sm90 (227 KiB shared memory per SM)."""
     return [
         # Two warpgroups on a 128x256 tile, the best operand reuse per loaded byte: 48 KiB of
         # operands per stage x 3, plus a 32 KiB (half) or 64 KiB (whole) staged C tile; the half
         # tile makes room for a 4th stage (224 KiB compiled for sm90, under the 227 KiB limit).
-        _tma_config(128, 256, 64, 8, 3, subtile=True),
-        _tma_config(128, 256, 64, 8, 3, subtile=False),
-        _tma_config(128, 256, 64, 8, 4, subtile=True),
+        tma_config(128, 256, 64, 8, 3, subtile=True),
+        tma_config(128, 256, 64, 8, 3, subtile=False),
+        tma_config(128, 256, 64, 8, 4, subtile=True),
         # The same tile the other way round: for dB (unit stride on M) the long side follows A.
-        _tma_config(256, 128, 64, 8, 3, subtile=True),
+        tma_config(256, 128, 64, 8, 3, subtile=True),
         # 128x128: twice the tiles, for the shapes where 128x256 leaves SMs idle in the last wave.
-        _tma_config(128, 128, 64, 8, 4, subtile=False),
-        _tma_config(128, 128, 64, 4, 4, subtile=True),
+        tma_config(128, 128, 64, 8, 4, subtile=False),
+        tma_config(128, 128, 64, 4, 4, subtile=True),
     ]
 
 
@@ -102,21 +103,9 @@ def _pointer_configs() -> list[triton.Config]:
     ]
 
 
-def _without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
-    """The configs minus the TMA-only key, so one pinned KERNELS_GEMM_CONFIG serves both kernels."""
-    return [
-        triton.Config(
-            {key: value for key, value in config.kwargs.items() if key != "EPILOGUE_SUBTILE"},
-            num_warps=config.num_warps,
-            num_stages=config.num_stages,
-        )
-        for config in configs
-    ]
-
-
 # The interpreter runs one config (autotuning cannot time there); 64-wide tiles keep it fast, and
 # the TMA kernel's half-tile epilogue runs there because it is the one with more to get wrong.
-_CPU_CONFIG = _tma_config(64, 64, 64, 4, 1, subtile=True)
+_CPU_CONFIG = tma_config(64, 64, 64, 4, 1, subtile=True)
 # Persistent programs in the interpreter: few, so each walks several tiles as on a GPU.
 _INTERPRETER_SMS = 3
 
@@ -188,7 +177,7 @@ def _matmul_nt_kernel(
 
 
 @triton.autotune(
-    configs=_without_tma_keys(pick_configs(_pointer_configs(), _CPU_CONFIG, CONFIG_ENV)),
+    configs=without_tma_keys(pick_configs(_pointer_configs(), _CPU_CONFIG, CONFIG_ENV)),
     key=["M", "N", "K", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -260,23 +249,6 @@ def _tma_transposed(view: torch.Tensor) -> bool | None:
     return None
 
 
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    """Streaming multiprocessors of a CUDA device (a device property, looked up once per device)."""
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return _INTERPRETER_SMS
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory where a kernel writes the descriptors it builds on the device."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-
-
 def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a (M x K) @ b (N x K)ᵀ -> new contiguous M x N tensor of a's dtype; any strides, no copies."""
     _check_pair(a, b, "a", "b")
@@ -290,15 +262,12 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     a_t, b_t = _tma_transposed(a), _tma_transposed(b)
     if a.dtype != torch.float32 and a_t is not None and b_t is not None and _tma_transposed(out) is False:
-        if a.is_cuda:
-            # The allocator is a context variable: set it on every call, since autograd runs the
-            # backward on threads of its own where the caller's setting is not visible.
-            triton.set_allocator(_tma_scratch)
-        num_sms = _num_sms(a.device)
+        use_tma_scratch(a.device)
+        sms = num_sms(a.device, _INTERPRETER_SMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
             tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
-            return (min(num_sms, tiles),)
+            return (min(sms, tiles),)
 
         _matmul_nt_kernel[persistent_grid](
             a,
@@ -312,7 +281,7 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             out.stride(0),
             A_T=a_t,
             B_T=b_t,
-            NUM_SMS=num_sms,
+            NUM_SMS=sms,
         )
         return out
 

@@ -71,8 +71,9 @@ import triton
 import triton.language as tl
 
 from kernels import quant
-from kernels._common import backend, pick_configs, tile_pid
+from kernels._common import backend, pick_configs, tile_pid, tma_config, use_tma_scratch
 from kernels._common import matmul_config as _config
+from kernels._common import num_sms as device_sms
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_FP8_CONFIG"
@@ -109,8 +110,7 @@ def _configs() -> list[triton.Config]:
 def _tma_config(
     bm: int, bn: int, warps: int, stages: int, subtile: bool, occupancy: int = 1
 ) -> triton.Config:
-    config = _config(bm, bn, 128, warps, stages)
-    config.kwargs["EPILOGUE_SUBTILE"] = int(subtile)
+    config = tma_config(bm, bn, 128, warps, stages, subtile)
     config.kwargs["OCCUPANCY"] = occupancy
     return config
 
@@ -395,23 +395,8 @@ def _check_operands(x: torch.Tensor, sx: torch.Tensor, y: torch.Tensor, sy: torc
         raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must share K and device")
 
 
-_NUM_SMS: dict[int, int] = {}  # CUDA device index -> multiprocessor count (a device property)
 # The interpreter runs a persistent grid of this many programs, so tests see several tiles each.
 _CPU_NUM_SMS = 4
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return _CPU_NUM_SMS
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _NUM_SMS:
-        _NUM_SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _NUM_SMS[index]
-
-
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory for the kernel's device-side TMA descriptors (Triton asks per launch)."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 def _tma_ok(*tensors: torch.Tensor) -> bool:
@@ -441,11 +426,8 @@ def _matmul_triton(
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
     scaling = _SCALING_CODE[granularity]
     if _tma_ok(x, y, out):
-        if x.is_cuda:
-            # Before every launch, not once: Triton keeps the allocator in a ContextVar, which the
-            # autograd engine's own thread (where the backward's products run) does not inherit.
-            triton.set_allocator(_descriptor_scratch)
-        sms = num_sms or _num_sms(x.device)
+        use_tma_scratch(x.device)
+        sms = num_sms or device_sms(x.device, _CPU_NUM_SMS)
 
         def persistent_grid(meta: dict[str, Any]) -> tuple[int]:
             tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])

@@ -38,7 +38,7 @@ reduction step, so the next group's rows never enter the sum) and one of dB[g] (
 clipped at the N and K tails), then reduces each of its tiles over the group's rows in BLOCK_M steps;
 an empty group stores zeros. Pointers: dout_ptr (ΣM x N, row stride stride_dm), a_ptr (ΣM x K, row
 stride stride_am), db_ptr (G x N x K, strides stride_bg, stride_bn, 1), sizes_ptr.
-Device-side descriptors need global scratch: the launcher sets `triton.set_allocator`.
+Device-side descriptors need global scratch: the launchers call `use_tma_scratch`.
 
 Pointer forward/dA (`_grouped_matmul_nt_kernel`): the grid is the tile upper bound above, one
 program a tile; each program finds its group as the persistent kernel does and programs past the
@@ -73,7 +73,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, input_precision, pick_configs, tile_pid
+from kernels._common import (
+    backend,
+    input_precision,
+    num_sms,
+    pick_configs,
+    tile_pid,
+    tma_config,
+    use_tma_scratch,
+    without_tma_keys,
+)
 from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GROUPED_GEMM_BACKEND"
@@ -114,50 +123,37 @@ def _hopper_db_configs() -> list[triton.Config]:
 _CPU_CONFIG = _config(64, 64, 64, 4, 1)
 
 
-def _tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool = False) -> triton.Config:
-    config = _config(bm, bn, bk, warps, stages)
-    config.kwargs["EPILOGUE_SUBTILE"] = subtile
-    return config
-
-
 def _hopper_tma_configs() -> list[triton.Config]:
     """Persistent forward/dA candidates (operands 48 KiB a stage at 128x256x64: 3 stages + the
     epilogue fit 227 KiB)."""
     return [
-        _tma_config(128, 256, 64, 8, 3),
-        _tma_config(128, 256, 64, 8, 3, subtile=True),
-        _tma_config(256, 128, 64, 8, 3),
-        _tma_config(128, 128, 64, 8, 4),
-        _tma_config(128, 128, 64, 4, 4, subtile=True),
+        tma_config(128, 256, 64, 8, 3),
+        tma_config(128, 256, 64, 8, 3, subtile=True),
+        tma_config(256, 128, 64, 8, 3),
+        tma_config(128, 128, 64, 8, 4),
+        tma_config(128, 128, 64, 4, 4, subtile=True),
         # 64-row tiles waste less in each group's last, partial tile (skewed routings).
-        _tma_config(64, 256, 64, 4, 4),
+        tma_config(64, 256, 64, 4, 4),
     ]
 
 
 def _hopper_tma_db_configs() -> list[triton.Config]:
     """Persistent dB candidates: BLOCK_N x BLOCK_K output tiles, BLOCK_M rows a reduction step."""
     return [
-        _tma_config(64, 128, 256, 8, 3),
-        _tma_config(64, 256, 128, 8, 3),
-        _tma_config(64, 128, 128, 8, 4),
-        _tma_config(64, 128, 128, 4, 4, subtile=True),
+        tma_config(64, 128, 256, 8, 3),
+        tma_config(64, 256, 128, 8, 3),
+        tma_config(64, 128, 128, 8, 4),
+        tma_config(64, 128, 128, 4, 4, subtile=True),
     ]
 
 
 # The interpreter's TMA config splits the epilogue, so the CPU tests cover the subtile path; the
 # plain path is covered by a test that swaps this list.
-_CPU_TMA_CONFIG = _tma_config(64, 64, 64, 4, 1, subtile=True)
-
-
-def _without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
-    """A pinned config may name EPILOGUE_SUBTILE, which the pointer (fallback) kernels do not take."""
-    for config in configs:
-        config.kwargs.pop("EPILOGUE_SUBTILE", None)
-    return configs
+_CPU_TMA_CONFIG = tma_config(64, 64, 64, 4, 1, subtile=True)
 
 
 @triton.autotune(
-    configs=_without_tma_keys(pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV)),
+    configs=without_tma_keys(pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV)),
     key=["M_total", "N", "K", "G", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -243,7 +239,7 @@ def _grouped_matmul_nt_kernel(
 
 
 @triton.autotune(
-    configs=_without_tma_keys(pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV)),
+    configs=without_tma_keys(pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV)),
     key=["M_total", "N", "K", "G", "stride_dm", "stride_am", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -536,24 +532,8 @@ def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
     torch._assert_async(valid, "group_sizes must be non-negative and sum to a.shape[0]")
 
 
-# Programs of the persistent kernels per device index: the SM count, a device property.
-_SM_COUNTS: dict[int, int] = {}
 # Interpreter programs: few, so that the CPU tests run several tiles per program.
 INTERPRETER_PROGRAMS = 3
-
-
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return INTERPRETER_PROGRAMS
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SM_COUNTS:
-        _SM_COUNTS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SM_COUNTS[index]
-
-
-def _tma_workspace(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory for descriptors the kernels make on the device (Triton asks at launch)."""
-    return torch.empty(size, device="cuda", dtype=torch.int8)
 
 
 def _tma_usable(like: torch.Tensor, *operands: tuple[torch.Tensor, int]) -> bool:
@@ -565,10 +545,8 @@ def _tma_usable(like: torch.Tensor, *operands: tuple[torch.Tensor, int]) -> bool
     """
     if like.dtype not in (torch.bfloat16, torch.float16):
         return False
-    if like.is_cuda:
-        if torch.cuda.get_device_capability(like.device)[0] < 9:
-            return False
-        triton.set_allocator(_tma_workspace)
+    if like.is_cuda and torch.cuda.get_device_capability(like.device)[0] < 9:
+        return False
     size = like.element_size()
     for tensor, unit_dim in operands:
         if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % 16:
@@ -590,12 +568,13 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
 
     b_k_major = b.stride(2) == 1
     if _tma_usable(a, (a, 1), (b, 2 if b_k_major else 1)):
-        num_sms = _num_sms(a.device)
+        use_tma_scratch(a.device)
+        sms = num_sms(a.device, INTERPRETER_PROGRAMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
             # An upper bound of the tiles from host-known numbers: each group wastes at most one row tile.
             bound = (triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"])
-            return (min(num_sms, bound),)
+            return (min(sms, bound),)
 
         _grouped_matmul_nt_tma_kernel[persistent_grid](
             a,
@@ -611,7 +590,7 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
             b.stride(1) if b_k_major else b.stride(2),
             out.stride(0),
             G_POW2=triton.next_power_of_2(groups),
-            NUM_SMS=num_sms,
+            NUM_SMS=sms,
             B_K_MAJOR=b_k_major,
         )
         return out
@@ -653,11 +632,12 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         return grad_b.zero_()
 
     if _tma_usable(a, (grad_out, 1), (a, 1), (grad_b, 2)):
-        num_sms = _num_sms(a.device)
+        use_tma_scratch(a.device)
+        sms = num_sms(a.device, INTERPRETER_PROGRAMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
             tiles = triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"])
-            return (min(num_sms, groups * tiles),)
+            return (min(sms, groups * tiles),)
 
         _grouped_db_tma_kernel[persistent_grid](
             grad_out,
@@ -673,7 +653,7 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
             grad_b.stride(0),
             grad_b.stride(1),
             G_POW2=triton.next_power_of_2(groups),
-            NUM_SMS=num_sms,
+            NUM_SMS=sms,
         )
         return grad_b
 

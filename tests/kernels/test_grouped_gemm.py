@@ -335,7 +335,7 @@ def pin_tma_config(monkeypatch: pytest.MonkeyPatch, subtile: bool) -> None:
     for name in ("_grouped_matmul_nt_tma_kernel", "_grouped_db_tma_kernel"):
         kernel = getattr(gg, name)
         kernel = getattr(kernel, "kernel", kernel)  # under the launch spy
-        monkeypatch.setattr(kernel, "configs", [gg._tma_config(64, 64, 64, 4, 2, subtile=subtile)])
+        monkeypatch.setattr(kernel, "configs", [gg.tma_config(64, 64, 64, 4, 2, subtile=subtile)])
 
 
 @needs_tma
@@ -345,7 +345,7 @@ def test_persistent_kernels_run_many_tiles_per_program(
 ) -> None:
     # 1, 2 and 5 "SMs" over 7 row tiles x 3 column tiles (dA: x 2) and dB's 4 groups x 6 tiles: each
     # program walks several tiles across group boundaries, empty groups included.
-    monkeypatch.setattr(gg, "_num_sms", lambda device: programs)
+    monkeypatch.setattr(gg, "num_sms", lambda device, interpreter_programs: programs)
     pin_tma_config(monkeypatch, subtile=True)
     torch.manual_seed(22)
     assert_matches_reference(

@@ -36,25 +36,34 @@ columns (128, or the whole row for rowwise). A program reads its tile once when 
 chunk of BLOCK_C columns (rowwise rows up to 8192 columns, every 1x128 block), else it reads the group
 twice (amax pass, quantise pass; for contiguous rows the second read is mostly served from L2). For
 a transposed view chunks are 256 columns wide so that a program spans enough memory-contiguous
-rows. With a precomputed amax (tensorwise, after `_amax_kernel`, whose grid is the same tiling) it
-is a single elementwise pass.
+rows. With a precomputed amax (strided tensorwise, after `_amax_kernel`, whose grid is the same
+tiling) it is a single elementwise pass.
+
+Tensorwise on unit-stride rows (the common case) is two launches that never sync the host:
+`_amax_partials_kernel` (persistent, one partial maximum per program into a scratch vector: no
+zero-filled buffer, no atomics) and `_quant_tensorwise_kernel`, whose programs reduce the few hundred
+partials themselves and walk the tiles in reverse in a software-pipelined persistent loop, so that
+the tiles the amax pass read last are still in L2 when read again.
 
 Pointer layouts.
-- x: R x C, any strides (stride_xr, stride_xc): a transposed view quantises along the other dim.
+- x: R x C, any strides (stride_xr, stride_xc): a transposed view quantises along the other dim;
+  `_amax_partials_kernel` and `_quant_tensorwise_kernel` take unit column stride and stride_xr only.
 - q: R x C, contiguous (row-major), the fp8 type of the requested format.
 - scales: float32, (R, G) or (ceil(R/128), G) or (1, 1), contiguous; G = number of column groups.
-- amax (tensorwise only): float32[1], zero-initialised, reduced with atomic max.
+- partials (`_quant_tensorwise_kernel`): float32[P], one |x| maximum per amax-pass program.
+- amax (tensorwise, `_quant_kernel`): float32[1], zero-initialised, reduced with atomic max.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, pick_configs
+from kernels._common import backend, num_sms, pick_configs
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -70,6 +79,16 @@ MAX_BLOCK_C = 8192
 # For a transposed view (rows contiguous in memory) narrow chunks leave room for >= 16 rows per
 # program, i.e. >= 32 contiguous bytes per memory transaction instead of 2-8.
 STRIDED_BLOCK_C = 256
+# Column width of a tensorwise tile: a 4 KB contiguous run of bf16 per row, so that a row of 14336
+# splits into 7 tiles with no padded lanes.
+TILE_C = 2048
+# The tensorwise amax pass: 8192-element tiles, 8 warps, 2 programs per SM (512 threads, room for
+# 128 registers a thread, so every program is resident and the persistent split stays even), 3
+# stages: two tiles in flight a program, 64 KB a SM for a pass that only reads.
+AMAX_ELEMS, AMAX_WARPS, AMAX_PER_SM, AMAX_STAGES = 8192, 8, 2, 3
+# The interpreter has no SMs: a small odd stand-in makes its persistent loops run several tiles per
+# program, unevenly, as on a GPU.
+INTERPRETER_SMS = 3
 
 
 def _configs() -> list[triton.Config]:
@@ -82,8 +101,32 @@ def _configs() -> list[triton.Config]:
     ]
 
 
+def _tensorwise_configs() -> list[triton.Config]:
+    """Tile elements x warps x programs per SM x pipeline stages for `_quant_tensorwise_kernel`.
+
+    Persistent configs keep PER_SM x num_warps at 16 warps (512 threads a SM: up to 128 registers a
+    thread) so that every program is resident at once and the tiles split evenly; STAGES = 2 has the
+    loop issue the next tile's loads (cp.async into shared memory) before scaling the current one,
+    which keeps ~32-64 KB a SM in flight, what HBM needs at ~1 us latency (STAGES = 3: two tiles
+    ahead, for when one is not enough). The PER_SM = 0 configs are the plain grid (one tile per
+    program, the hardware scheduler balancing) as a fallback the autotuner can still pick."""
+    return [
+        triton.Config({"ELEMS": elems, "PER_SM": per_sm, "STAGES": stages}, num_warps=warps)
+        for elems, warps, per_sm, stages in (
+            (8192, 8, 2, 2),
+            (16384, 16, 1, 2),
+            (4096, 4, 4, 2),
+            (8192, 8, 2, 3),
+            (8192, 8, 0, 1),
+            (16384, 16, 0, 1),
+        )
+    ]
+
+
 # The interpreter runs one program at a time: the largest tile means the fewest Python-level programs.
 _CPU_CONFIG = triton.Config({"ELEMS": 16384}, num_warps=4)
+# Small tiles in the interpreter, so that its few "SMs" each loop over several tiles.
+_CPU_TENSORWISE_CONFIG = triton.Config({"ELEMS": 1024, "PER_SM": 1, "STAGES": 2}, num_warps=4)
 
 
 @triton.jit
@@ -99,6 +142,90 @@ def _scale_and_inverse(amax, FP8_MAX: tl.constexpr, EPS: tl.constexpr):
 def _quantize_tile(x, inv, FP8_MAX: tl.constexpr):
     """Scale and saturate; the caller's cast to fp8 rounds to nearest even."""
     return tl.clamp(x * inv, -FP8_MAX, FP8_MAX)
+
+
+@triton.jit
+def _partials_max(partial_ptr, num_partials, PARTIALS: tl.constexpr):
+    """The tensor's |x| maximum from the amax pass's per-program partials (max is exact in any order)."""
+    lanes = tl.arange(0, PARTIALS)
+    return tl.max(tl.load(partial_ptr + lanes, mask=lanes < num_partials, other=0.0), axis=0)
+
+
+@triton.jit
+def _amax_partials_kernel(
+    x_ptr,
+    partial_ptr,
+    R,
+    C,
+    stride_xr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    """Persistent |x| maximum over unit-stride rows: each program folds its tiles into registers and
+    writes one partial, so no zero-initialised buffer (one more launch) and no atomics are needed.
+    evict_last keeps the lines in L2 for the quantiser, which walks the tiles in reverse."""
+    num_cb = tl.cdiv(C, BLOCK_C)
+    num_tiles = tl.cdiv(R, BLOCK_R) * num_cb
+    running = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), num_stages=STAGES):
+        rb = tile // num_cb
+        rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = (tile - rb * num_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (rows[:, None] < R) & (cols[None, :] < C)
+        x = tl.load(
+            x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :],
+            mask=mask,
+            other=0.0,
+            eviction_policy="evict_last",
+        )
+        running = tl.maximum(running, tl.abs(x.to(tl.float32)))
+    tl.store(partial_ptr + tl.program_id(0), tl.max(tl.max(running, axis=1), axis=0))
+
+
+@triton.jit
+def _quant_tensorwise_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    partial_ptr,
+    R,
+    C,
+    stride_xr,
+    num_partials,
+    FP8_MAX: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    PARTIALS: tl.constexpr,
+    ELEMS: tl.constexpr,
+    PER_SM: tl.constexpr = 0,
+    STAGES: tl.constexpr = 1,
+):
+    """Quantise unit-stride rows with one scale, from the amax pass's partials: BLOCK_R x BLOCK_C
+    tiles in a grid-stride loop (PER_SM only sizes the grid), in reverse order (see
+    `_amax_partials_kernel`); program 0 stores the scale."""
+    BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
+    num_cb = tl.cdiv(C, BLOCK_C)
+    num_tiles = tl.cdiv(R, BLOCK_R) * num_cb
+    scale, inv = _scale_and_inverse(_partials_max(partial_ptr, num_partials, PARTIALS), FP8_MAX, EPS)
+    if tl.program_id(0) == 0:
+        tl.store(s_ptr, scale)
+    for step in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), num_stages=STAGES):
+        tile = num_tiles - 1 - step
+        rb = tile // num_cb
+        rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+        cols = (tile - rb * num_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (rows[:, None] < R) & (cols[None, :] < C)
+        x = tl.load(
+            x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :],
+            mask=mask,
+            other=0.0,
+            eviction_policy="evict_first",
+        ).to(tl.float32)
+        q = _quantize_tile(x, inv, FP8_MAX)
+        tl.store(
+            q_ptr + rows.to(tl.int64)[:, None] * C + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask
+        )
 
 
 @triton.jit
@@ -139,8 +266,11 @@ def _quant_kernel(
     GROUP_R: tl.constexpr,
     GIVEN_AMAX: tl.constexpr,
     ELEMS: tl.constexpr,
+    PER_SM: tl.constexpr = 0,
+    STAGES: tl.constexpr = 1,
 ):
-    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile)."""
+    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile).
+    PER_SM and STAGES are unused: they let one pinned config serve this kernel and the tensorwise one."""
     BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
     NUM_CHUNKS: tl.constexpr = (GROUP_C + BLOCK_C - 1) // BLOCK_C
     pid_r = tl.program_id(0)
@@ -202,6 +332,10 @@ _quant_kernel_tuned = triton.autotune(
     configs=pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV),
     key=["R", "C", "GROUP_C", "BLOCK_C", "FP8_MAX"],
 )(_quant_kernel)
+_quant_tensorwise_kernel_tuned = triton.autotune(
+    configs=pick_configs(_tensorwise_configs(), _CPU_TENSORWISE_CONFIG, CONFIG_ENV),
+    key=["R", "C", "BLOCK_C", "FP8_MAX"],
+)(_quant_tensorwise_kernel)
 
 
 def _check_input(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> None:
@@ -236,6 +370,37 @@ def _scale_shape(rows: int, cols: int, granularity: str) -> tuple[int, int]:
     }[granularity]
 
 
+def _tensorwise_grid(rows: int, cols: int, block_c: int, sms: int) -> Callable[[dict[str, int]], tuple[int]]:
+    """Programs of `_quant_tensorwise_kernel`: PER_SM a SM, or one a tile (PER_SM = 0), never more
+    than tiles."""
+
+    def grid(meta: dict[str, int]) -> tuple[int]:
+        tiles = triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)) * triton.cdiv(cols, block_c)
+        per_sm = meta.get("PER_SM", 0)
+        return (min(tiles, sms * per_sm) if per_sm else tiles,)
+
+    return grid
+
+
+def _quantize_tensorwise(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_max: float) -> None:
+    """Tensorwise on unit-stride rows: two launches, no zero-filled buffer, no atomics, no host sync."""
+    rows, cols = x.shape
+    sms = num_sms(x.device, INTERPRETER_SMS)
+    block_c = min(triton.next_power_of_2(cols), TILE_C)
+    block_r = max(1, AMAX_ELEMS // block_c)
+    tiles = triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c)
+    num_partials = min(tiles, sms * AMAX_PER_SM)
+    partials = torch.empty(num_partials, dtype=torch.float32, device=x.device)
+    _amax_partials_kernel[(num_partials,)](
+        x, partials, rows, cols, x.stride(0),
+        BLOCK_R=block_r, BLOCK_C=block_c, STAGES=AMAX_STAGES, num_warps=AMAX_WARPS,
+    )  # fmt: skip
+    _quant_tensorwise_kernel_tuned[_tensorwise_grid(rows, cols, block_c, sms)](
+        x, q, scales, partials, rows, cols, x.stride(0), num_partials,
+        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=triton.next_power_of_2(num_partials),
+    )  # fmt: skip
+
+
 def _quantize_triton(
     x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,9 +410,12 @@ def _quantize_triton(
     scales = torch.empty(_scale_shape(rows, cols, granularity), dtype=torch.float32, device=x.device)
     fp8_max = FP8_MAX[fp8_dtype]
     common = dict(FP8_MAX=fp8_max, EPS=SCALE_EPS)
-    if granularity in ("rowwise", "blockwise"):
+    unit_stride = x.stride(1) == 1 or cols == 1
+    if granularity == "tensorwise" and unit_stride:
+        _quantize_tensorwise(x, q, scales, fp8_max)
+    elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
-        widest = MAX_BLOCK_C if x.stride(1) == 1 or cols == 1 else STRIDED_BLOCK_C
+        widest = MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C
         block_c = min(triton.next_power_of_2(group_c), widest)
 
         def grid(meta: dict[str, int]) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import triton
 
 from kernels import quant
 from kernels.quant import quantize_fp8, quantize_fp8_reference
@@ -83,6 +84,7 @@ def _assert_matches_up_to_interpreter_casts(q: torch.Tensor, ref: torch.Tensor, 
         ("blockwise", E4M3, 65, 257, False),  # one-element last block
         ("blockwise", torch.float8_e5m2, 40, 200, True),  # gradient format on a transposed view (dB)
         ("tensorwise", torch.float8_e5m2, 130, 300, True),  # global amax over several tiles
+        ("tensorwise", E4M3, 130, 3000, False),  # unit stride: partials pass, tiles in reverse
         ("block128", E4M3, 130, 300, False),  # 128x128 weight blocks with partial edges
         ("rowwise", E4M3, 200, 3, True),  # column-wise scales of a weight (rowwise dA's b.T)
     ],
@@ -99,6 +101,34 @@ def test_random_inputs_match_reference(
     assert torch.equal(scales, ref_scales)
     scaled = x * quant.expand_scales(1.0 / ref_scales, granularity, rows, cols)
     _assert_matches_up_to_interpreter_casts(q, ref_q, scaled)
+
+
+@pytest.mark.parametrize(
+    "config",
+    quant._tensorwise_configs(),
+    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+)
+def test_every_tensorwise_config_matches_reference(
+    monkeypatch: pytest.MonkeyPatch, config: triton.Config
+) -> None:
+    """Each GPU autotune config of the unit-stride tensorwise kernel, pinned: persistent grids (more
+    tiles than the interpreter's INTERPRETER_SMS x PER_SM programs, split unevenly), one tile a
+    program (PER_SM = 0), pipelined or not. 40 x 2500: partial row tile, partial 2048-wide column
+    tile. On a GPU the input is bf16 and every code must match bit for bit."""
+    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_tensorwise_kernel)
+    monkeypatch.setattr(quant, "_quant_tensorwise_kernel_tuned", pinned)
+    x = torch.randn(40, 2500, device=DEVICE) * torch.exp2(
+        torch.randint(-8, 8, (40, 1), device=DEVICE).float()
+    )
+    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    q, scales = quant._quantize_triton(x, "tensorwise", E4M3)
+    ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", E4M3)
+    assert torch.equal(scales, ref_scales)
+    if DEVICE == "cuda":
+        assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+    else:
+        scaled = x * quant.expand_scales(1.0 / ref_scales, "tensorwise", *x.shape)
+        _assert_matches_up_to_interpreter_casts(q, ref_q, scaled)
 
 
 @pytest.mark.parametrize("granularity", ["rowwise", "blockwise"])
@@ -183,8 +213,9 @@ def test_unknown_backend_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
         ("blockwise", E4M3, 4096, 14336, False),  # Llama MLP width
         ("blockwise", E4M3, 777, 1000, False),  # partial last block, odd M
         ("blockwise", torch.float8_e5m2, 1000, 777, True),  # transposed gradient view
-        ("tensorwise", torch.float8_e5m2, 2048, 3000, False),  # global amax via atomics
-        ("tensorwise", E4M3, 2048, 3000, True),
+        ("tensorwise", torch.float8_e5m2, 2048, 3000, False),  # amax partials, reversed quant pass
+        ("tensorwise", E4M3, 8192, 4096, False),  # the benchmark shape: many tiles a program
+        ("tensorwise", E4M3, 2048, 3000, True),  # global amax via atomics (strided fallback)
         ("block128", E4M3, 1000, 4100, False),  # weight blocks with partial edges
         ("rowwise", E4M3, 4096, 1024, True),  # column scales of a weight
     ],

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run campaign steps on a bare GPU machine and bring the lineage back, one lane per GPU:
-#   bash benchmarks/campaign_session.sh PLAN OUTDIR
+#   bash benchmarks/campaign_session.sh PLAN OUTDIR       start the lanes, wait for them, bring back
+#   bash benchmarks/campaign_session.sh --attach OUTDIR   a later command on the same machine: wait again
 # The project arrives as a git bundle of its branches (REPO_BUNDLE, default .xfer/repo.bundle: make it
 # with `git bundle create .xfer/repo.bundle --branches`); every campaign already kept in the tree
 # (campaigns/NAME/lineage.bundle) is imported first, so rounds continue where the last machine stopped.
@@ -11,22 +12,21 @@
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
-# Each lane ends with `git campaign export` of every campaign in its clone; OUTDIR/laneN.tgz holds
-# them (log/NAME.bundle, for `git campaign import` at home), every command's output and the runs' logs.
-# LANE_S (default 520) is each lane's budget in seconds.
+# The lanes run detached from the command, so that a plan may outlast the per-command limit of a lent
+# machine: a command waits at most CALL_S seconds (default 560), then brings back what the lanes have
+# done so far; `--attach` in the next command, while the machine is still held, waits again. LANE_S
+# (default 520) is each lane's budget in seconds, counted from the start.
+# After every campaign command a lane runs `git campaign export` of every campaign in its clone, so
+# OUTDIR/laneN.tgz holds, at any time, log/NAME.bundle (for `git campaign import` at home), every
+# command's output and the runs' logs.
 set -uo pipefail
-plan=$(realpath "$1")
-out=$(realpath -m "$2")
-bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
-budget=${LANE_S:-520}
-mkdir -p "$out"
+state=/tmp/campaign-session
+self=$(realpath "$0")
 export PYTHONUNBUFFERED=1
-started=$(date +%s)
-left() { echo $((budget - ($(date +%s) - started))); }
+left() { echo $((LANE_S - ($(date +%s) - $(cat $state/started)))); }
 
 lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   local n=$1 dir=/tmp/campaign-lane$1
-  rm -rf "$dir" && mkdir -p "$dir/log/runs"
   git clone -q -b main "$bundle" "$dir/repo" || return
   cd "$dir/repo" || return
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
@@ -38,6 +38,15 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
   mkdir -p "$dir/tool" && git archive HEAD gitcampaign | tar -x -C "$dir/tool" || return
   printf '%s\n' 'import sys' 'from gitcampaign.cli import main' 'sys.exit(main())' >"$dir/tool/git-campaign.py"
   local step=0
+  keep() {  # every campaign's lineage and log, as they stand now
+    local m name
+    for m in $(git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main'); do
+      name=${m#campaign/}
+      name=${name%/main}
+      python3 "$dir/tool/git-campaign.py" export "$name" "$dir/log/$name.bundle" >/dev/null 2>&1
+      python3 "$dir/tool/git-campaign.py" -c "$name" log >"$dir/log/$name-log.txt" 2>&1
+    done
+  }
   gc() {
     local limit
     limit=$(left)
@@ -50,7 +59,8 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
     timeout -s INT -k 30 "$limit" python3 "$dir/tool/git-campaign.py" "$@" >"$dir/log/$step.out" 2>"$dir/log/$step.err"
     local code=$?
     echo "lane$n step $step $(date -u +%T): exit $code" | tee -a "$dir/log/steps.txt"
-    tail -3 "$dir/log/$step.out" | sed "s/^/lane$n   /"
+    tail -3 "$dir/log/$step.out" | sed "s/^/lane$n   /" | tee -a "$dir/log/steps.txt"
+    [[ $1 == import ]] || keep
     return $code
   }
   round_from() {
@@ -71,29 +81,77 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
     [[ -f $f ]] && gc import "$f"
   done
   "lane$n"
-  for m in $(git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main'); do
-    local name=${m#campaign/}
-    name=${name%/main}
-    python3 "$dir/tool/git-campaign.py" export "$name" "$dir/log/$name.bundle" >>"$dir/log/steps.txt" 2>&1
-    python3 "$dir/tool/git-campaign.py" -c "$name" log >"$dir/log/$name-log.txt" 2>&1
-  done
-  # The harness and test logs of every run (per-window clocks and times), for looking into the timings.
-  (cd .git/campaign/runs 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' -o -name '*.json' \) \
-    -size -4M -exec cp -p --parents {} "$dir/log/runs/" \; ) 2>/dev/null
-  tar czf "$out/lane$n.tgz" -C "$dir" log
+  keep
 }
 
+snapshot() {  # OUTDIR/laneN.tgz: each lane's log as it stands, with the harness and test logs of every run
+  local n dir
+  for n in $(cat $state/lanes); do
+    dir=/tmp/campaign-lane$n
+    (cd "$dir/repo/.git/campaign/runs" 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' \
+      -o -name '*.json' \) -size -4M -exec cp -p --parents {} "$dir/log/runs/" \;) 2>/dev/null
+    tar czf "$out/lane$n.tgz" --warning=no-file-changed -C "$dir" log
+  done
+}
+
+wait_lanes() {  # until every lane is done or CALL_S has passed
+  local begin n running
+  begin=$(date +%s)
+  while true; do
+    running=()
+    for n in $(cat $state/lanes); do
+      [[ -f /tmp/campaign-lane$n/done ]] || running+=("$n")
+    done
+    ((${#running[@]} == 0)) && echo "all lanes done after $(($(date +%s) - $(cat $state/started))) s" && return 0
+    if (($(date +%s) - begin >= ${CALL_S:-560})); then
+      echo "lanes ${running[*]} still running after $(($(date +%s) - $(cat $state/started))) s:" \
+        "bring them back with \`--attach\` in the next command while this machine is held"
+      return 0
+    fi
+    sleep 5
+  done
+}
+
+if [[ ${1:-} == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
+  n=$2 bundle=$4
+  # shellcheck source=/dev/null
+  source "$3"
+  (lane "$n")
+  touch "/tmp/campaign-lane$n/done"
+  exit 0
+fi
+if [[ ${1:-} == --attach ]]; then
+  out=$(realpath -m "$2")
+  if [[ ! -f $state/lanes ]]; then
+    echo "no campaign session on this machine: it started bare, so the lanes of the earlier command are lost;" \
+      "start them again with PLAN" >&2
+    exit 3
+  fi
+else
+  plan=$(realpath "$1")
+  out=$(realpath -m "$2")
+  bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
+  rm -rf $state /tmp/campaign-lane[0-9]*
+  mkdir -p $state
+  # The lanes read their own copies: a later command's copy of the working tree may rewrite these files.
+  cp "$self" $state/session.sh && cp "$plan" $state/plan.sh
+  date +%s >$state/started
+  echo "${LANE_S:-520}" >$state/budget
+  # shellcheck source=/dev/null
+  source "$plan"
+  declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p' >$state/lanes
+  for n in $(cat $state/lanes); do
+    mkdir -p "/tmp/campaign-lane$n/log/runs"
+    LANE_S=$(cat $state/budget) setsid bash $state/session.sh --lane "$n" $state/plan.sh "$bundle" \
+      >"/tmp/campaign-lane$n/lane.out" 2>&1 </dev/null &
+  done
+fi
+mkdir -p "$out"
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 } 2>&1 | tee "$out/versions.txt"
-# shellcheck source=/dev/null
-source "$plan"
-pids=()
-for n in $(declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p'); do
-  (lane "$n") &
-  pids+=($!)
-done
-wait "${pids[@]}"
-echo "done $(date -u +%FT%TZ) after $(($(date +%s) - started)) s"
+wait_lanes
+snapshot
+cat /tmp/campaign-lane*/log/steps.txt | grep -v '^ *refs/' | grep -v '^lane[0-9]   *refs/'

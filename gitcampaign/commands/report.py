@@ -140,7 +140,18 @@ def report(
         else:
             warnings.append(f"{C.REPORT_PLOT_FILE} not drawn: matplotlib is missing; {plot.INSTALL_HINT}")
         markdown = _markdown(
-            campaign, manifest, rows, per_shape, stats, reached, environment, head, base_commit, bool(files)
+            campaign,
+            manifest,
+            rows,
+            per_shape,
+            stats,
+            reached,
+            environment,
+            head,
+            base_commit,
+            f"git campaign report{' --force' * force}{f' --pairs {count}' if pairs else ''}",
+            count,
+            bool(files),
         ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = {
@@ -209,6 +220,8 @@ def _markdown(
     environment: dict[str, object],
     head: str,
     base_commit: str,
+    command: str,
+    pairs: int,
     plotted: bool,
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
@@ -233,8 +246,8 @@ def _markdown(
         f"- Op: `{manifest.target_op}` ({manifest.target_backend}); primary metric: **{metric}**",
         f"- Baseline commit `{base_commit[:12]}`, final accepted head `{head[:12]}` on `{campaign.main_branch}`",
         f"- Environment: {', '.join(f'{k} {v}' for k, v in environment.items() if k in ('gpu', 'driver', 'cuda', 'torch', 'triton', 'python'))}",
-        f"- Date: {verdict.now()}; command: `git campaign report` (final full validation, "
-        f"{manifest.pairs} interleaved pairs of `{manifest.quick_command}`)",
+        f"- Date: {verdict.now()}; command: `{command}` (final full validation, "
+        f"{pairs} interleaved pairs of `{manifest.quick_command}`)",
         f"- Termination: {'; '.join(reached)}",
         "",
         "## Baseline vs final (full validation, same run, interleaved)",

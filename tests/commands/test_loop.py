@@ -262,9 +262,10 @@ def test_log_show_status_json_and_report(project: Path) -> None:
         report(project, None)
     commit_round(project, "same", 110.2)
     validate(project, None)  # third finished round: T3 (max_iterations 3) holds
-    result = report(project, None)
+    result = report(project, None, pairs=3)  # not the manifest's 2
     assert result.ratio == pytest.approx(1.10, rel=1e-4)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    assert "`git campaign report --pairs 3` (final full validation, 3 interleaved pairs" in markdown
     assert "T3 max iterations" in markdown and "slower" in markdown and "| s-large" in markdown
     svg = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
     assert "speedup over baseline (x)" in svg and "final / baseline (x)" in svg  # matplotlib's two panels

@@ -1,10 +1,13 @@
-"""What the kernel tests share: the GPU marker and SNR in float64 (docs/harness.md)."""
+"""What the kernel tests share: the device, the GPU marker and SNR in float64 (docs/harness.md)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+# Tensors live where the kernels run: the GPU when there is one (compiled kernels), else the CPU
+# (Triton's interpreter). A CPU tensor handed to a compiled kernel cannot be read.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 

@@ -8,6 +8,7 @@ import triton
 import triton.language as tl
 
 from kernels._common import tile_pid
+from tests.kernels.helpers import DEVICE
 
 
 @triton.jit
@@ -33,6 +34,6 @@ def reference_order(num_pid_m: int, num_pid_n: int, group_size_m: int) -> list[t
 )
 def test_tile_pid_matches_reference_order(num_pid_m: int, num_pid_n: int, group_size_m: int) -> None:
     programs = num_pid_m * num_pid_n
-    out = torch.full((programs, 2), -1, dtype=torch.int32)
+    out = torch.full((programs, 2), -1, dtype=torch.int32, device=DEVICE)
     _tile_order_kernel[(programs,)](out, num_pid_m, num_pid_n, GROUP_SIZE_M=group_size_m)
     assert [tuple(pair) for pair in out.tolist()] == reference_order(num_pid_m, num_pid_n, group_size_m)

@@ -17,11 +17,7 @@ import torch
 
 from kernels import gemm as gemm_module
 from kernels.gemm import gemm
-from tests.kernels.helpers import gpu, snr_db
-
-# Tensors live where the kernels run: the GPU when there is one (compiled kernels), else the CPU
-# (Triton's interpreter). A CPU tensor handed to a compiled kernel cannot be read.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+from tests.kernels.helpers import DEVICE, gpu, snr_db
 
 # SNR floors (dB). fp16/bf16: docs/harness.md's 40 dB; rounding the output alone gives ~65 dB for fp16
 # and ~50 dB for bf16, so 40 leaves room for fp32 accumulation order but catches any wrong tile.
@@ -202,8 +198,9 @@ assert g._matmul_nt_kernel.configs[0].kwargs["EPILOGUE_SUBTILE"] == 1
 assert g._matmul_nt_kernel.configs[0].kwargs["BLOCK_N"] == 32
 assert "EPILOGUE_SUBTILE" not in g._matmul_nt_pointer_kernel.configs[0].kwargs
 torch.manual_seed(10)
+device = "cuda" if torch.cuda.is_available() else "cpu"
 for dtype in (torch.float16, torch.float32):  # the TMA kernel, then the pointer kernel
-    a, b = torch.randn(70, 96, dtype=dtype), torch.randn(90, 96, dtype=dtype)
+    a, b = torch.randn(70, 96, dtype=dtype, device=device), torch.randn(90, 96, dtype=dtype, device=device)
     error = (g._matmul_nt(a, b).double() - a.double() @ b.double().T).abs().max().item()
     assert error < 0.1, (dtype, error)
 """
@@ -211,9 +208,10 @@ for dtype in (torch.float16, torch.float32):  # the TMA kernel, then the pointer
 
 def test_one_pinned_config_serves_both_kernels() -> None:
     # KERNELS_GEMM_CONFIG is read at import, hence a fresh interpreter; the pin carries the TMA-only
-    # EPILOGUE_SUBTILE, which the pointer kernel would refuse as an unknown argument.
+    # EPILOGUE_SUBTILE, which the pointer kernel would refuse as an unknown argument. The child runs
+    # where this process runs (compiled on a GPU, Triton's interpreter otherwise: conftest.py).
     pin = "BLOCK_M=32,BLOCK_N=32,BLOCK_K=32,GROUP_M=2,EPILOGUE_SUBTILE=1,num_warps=4,num_stages=1"
-    env = {**os.environ, "KERNELS_GEMM_CONFIG": pin, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "KERNELS_GEMM_CONFIG": pin}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
     result = subprocess.run([sys.executable, "-c", PINNED_RUN], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -22,7 +22,7 @@ from kernels import gemm_fp8 as module
 from kernels import quant
 from kernels._common import parse_config
 from kernels.gemm_fp8 import GRAD_FP8_DTYPE, gemm_fp8
-from tests.kernels.helpers import gpu, snr_db
+from tests.kernels.helpers import DEVICE, gpu, snr_db
 
 # The interpreter itself warns on `range(tl.cdiv(K, BLOCK_K))` under NumPy >= 1.25; not our code.
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
@@ -30,7 +30,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim
 GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
 SNR_DB = {torch.float8_e4m3fn: 25.0, torch.float8_e5m2: 20.0}
 # The unmarked tests run wherever the suite runs: in the interpreter on a CPU, natively on a GPU.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _run(a: torch.Tensor, b: torch.Tensor, granularity: str) -> tuple[torch.Tensor, ...]:

@@ -15,11 +15,7 @@ import torch
 import kernels.grouped_gemm as gg
 from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limited, make_group_sizes
 from kernels.grouped_gemm import grouped_gemm
-from tests.kernels.helpers import gpu, snr_db
-
-# Tensors live where the kernels run: the GPU when there is one (compiled kernels), else the CPU
-# (Triton's interpreter). A CPU tensor handed to a compiled kernel cannot be read.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+from tests.kernels.helpers import DEVICE, gpu, snr_db
 
 # SNR floors (dB): fp16/bf16 per docs/harness.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
 # fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.

@@ -19,11 +19,10 @@ import triton
 
 from kernels import quant
 from kernels.quant import quantize_fp8, quantize_fp8_reference
-from tests.kernels.helpers import gpu
+from tests.kernels.helpers import DEVICE, gpu
 
 E4M3 = torch.float8_e4m3fn
 # The unmarked tests run wherever the suite runs: in the interpreter on a CPU, natively on a GPU.
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _on_grid_input(rows: int, cols: int, granularity: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import verdict
 from gitcampaign.campaign import opened
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.prepare import prepare
@@ -24,7 +23,7 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import lineage_rows, termination
-from gitcampaign.vocabulary import Phase, Status
+from gitcampaign.vocabulary import Status
 
 STEP_PREPARE = "prepare"
 STEP_BASELINE = "baseline"  # performed as prepare (idempotent), then the baseline
@@ -69,7 +68,6 @@ class NextRun:
 
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     campaign = opened(repo_path, campaign_name)
-    repo = campaign.repo
     manifest = campaign.manifest()
     name = campaign.name
     if manifest.csv_header is None:
@@ -97,8 +95,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             f"round {last.round} is open without its change",
             False,
         )
-    head = campaign.accepted_head()
-    if any(doc.phase == Phase.REPORT for doc in verdict.read(repo, head)):
+    if campaign.reported():
         return NextStep(
             name,
             STEP_DONE,

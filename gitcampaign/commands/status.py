@@ -52,6 +52,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
+    reached = termination(manifest, rows)
     return StatusResult(
         campaign=campaign.name,
         head_branch=g.current_branch(repo),
@@ -68,13 +69,13 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
             None,
         ),
         max_iterations=manifest.max_iterations,
-        termination=termination(manifest, rows),
-        next=_next_step(manifest.csv_header is not None, rounds),
+        termination=reached,
+        next=_next_step(manifest.csv_header is not None, rounds, campaign.reported(), bool(reached)),
         remotes=sync.remote_standing(repo, campaign.name),
     )
 
 
-def _next_step(has_baseline: bool, rounds: list[LineageRow]) -> str:
+def _next_step(has_baseline: bool, rounds: list[LineageRow], reported: bool, terminated: bool) -> str:
     if not has_baseline:
         return "git campaign prepare && git campaign baseline"
     last = rounds[-1] if rounds else None
@@ -84,4 +85,8 @@ def _next_step(has_baseline: bool, rounds: list[LineageRow]) -> str:
         return f"edit, `git commit`, then `git campaign validate` (round {last.round})"
     if last and last.status == Status.OPEN:
         return f"git campaign validate  (round {last.round})"
+    if reported:
+        return 'git campaign report --html  (reported; `git campaign round -m "HYPOTHESIS"` continues it)'
+    if terminated:
+        return "git campaign report"
     return 'git campaign round -m "HYPOTHESIS"'

@@ -262,6 +262,7 @@ def test_log_show_status_json_and_report(project: Path) -> None:
         report(project, None)
     commit_round(project, "same", 110.2)
     validate(project, None)  # third finished round: T3 (max_iterations 3) holds
+    assert status(project, None).next == "git campaign report"
     result = report(project, None, pairs=3)  # not the manifest's 2
     assert result.ratio == pytest.approx(1.10, rel=1e-4)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
@@ -270,6 +271,7 @@ def test_log_show_status_json_and_report(project: Path) -> None:
     svg = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
     assert "speedup over baseline (x)" in svg and "final / baseline (x)" in svg  # matplotlib's two panels
     assert f"]({C.REPORT_PLOT_FILE})" in markdown
+    assert status(project, None).next.startswith("git campaign report --html  (reported;")
     assert git(project, "notes", "--ref", C.NOTES_FULL, "show", C.main_branch(NAME)).startswith(C.GEMM_HEADER)
 
 

@@ -10,8 +10,8 @@ Sections, each printed as it finishes:
    pointer kernel (the TMA kernel's fallback, forced) on the forward product (its autotuning adds
    about a minute).
 3. whole op (quantisation + GEMMs) forward and forward+backward against F.linear in bf16, and against
-   the fp8 torch backend (torch quantiser + cuBLAS).
-   Then the autotuner's pick for each product.
+   the fp8 torch backend (torch quantiser + cuBLAS); 3b. where one step's GPU time goes, kernel by
+   kernel (torch.profiler). Then the autotuner's pick for each product.
 4. per-config timings of the TMA kernel, each config of its autotune list pinned in turn (compile or
    launch errors printed per config).
 
@@ -216,6 +216,42 @@ def time_whole_op(layers: list[tuple[str, int, int, int]]) -> None:
             )
 
 
+def _kernel_times(step: Callable[[], object], steps: int = 5) -> dict[str, tuple[float, float]]:
+    """GPU kernel name -> (ms, launches) per step, from torch.profiler over `steps` back-to-back steps."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    return {  # the kernels themselves, not the host-side ops that launched them (that would count twice)
+        event.key: (event.self_device_time_total / 1e3 / steps, event.count / steps)
+        for event in prof.key_averages()
+        if event.device_type == DeviceType.CUDA and event.self_device_time_total > 0
+    }
+
+
+def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> None:
+    """Where one step (forward + backward) of the whole op spends its GPU time, kernel by kernel."""
+    print(f"\n== 3b. where a step's GPU time goes (torch.profiler, ms per step, back to back) {_elapsed()}")
+    for name, m, n, k in layers:
+        a, b, grad = _inputs(m, n, k)
+        a.requires_grad_()
+        b.requires_grad_()
+        for granularity in fp8.GRANULARITIES:
+            op = functools.partial(fp8.gemm_fp8, a, b, granularity)
+            times = _kernel_times(functools.partial(_grads_of, op, a, b, grad))
+            total = sum(ms for ms, _ in times.values())
+            launches = sum(count for _, count in times.values())
+            print(f"-- {name} {granularity}: {total:.3f} ms in {launches:.0f} launches")
+            for kernel, (ms, count) in sorted(times.items(), key=lambda item: -item[1][0])[:top]:
+                print(f"   {ms:8.3f} {100 * ms / total:5.1f}% x{count:<3.0f} {kernel[:90]}")
+
+
 def _config_name(config: triton.Config) -> str:
     kw = config.kwargs
     return (
@@ -268,6 +304,7 @@ def main() -> None:
     ok = check_snr(layers)
     time_kernels(layers, pointer=args.pointer)
     time_whole_op(layers)
+    time_breakdown(layers)
     print_picks()
     if not args.skip_configs:
         time_configs(layers)

@@ -112,7 +112,11 @@ wait_lanes() {  # until every lane is done or CALL_S has passed
   done
 }
 
-if [[ ${1:-} == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
+if (($# < 2)); then
+  echo "usage: bash benchmarks/campaign_session.sh PLAN OUTDIR | --attach OUTDIR" >&2
+  exit 2
+fi
+if [[ $1 == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
   n=$2 bundle=$4
   # shellcheck source=/dev/null
   source "$3"
@@ -120,7 +124,7 @@ if [[ ${1:-} == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
   touch "/tmp/campaign-lane$n/done"
   exit 0
 fi
-if [[ ${1:-} == --attach ]]; then
+if [[ $1 == --attach ]]; then
   out=$(realpath -m "$2")
   if [[ ! -f $state/lanes ]]; then
     echo "no campaign session on this machine: it started bare, so the lanes of the earlier command are lost;" \

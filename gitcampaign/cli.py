@@ -509,6 +509,12 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="T4: stop the campaign here.")
 @click.option("--pairs", default=None, type=click.IntRange(min=1))
 @click.option(
+    "--record-failures",
+    is_flag=True,
+    help="Commit the report even when the acceptance suite fails or the final diff holds changes"
+    " outside the accepted rounds, recorded as such.",
+)
+@click.option(
     "--html",
     is_flag=True,
     help="Instead: write one self-contained HTML page of the campaign as it stands (measures nothing).",
@@ -519,21 +525,36 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def report(
-    ctx: click.Context, force: bool, pairs: int | None, html: bool, output: str | None, as_json: bool
+    ctx: click.Context,
+    force: bool,
+    pairs: int | None,
+    record_failures: bool,
+    html: bool,
+    output: str | None,
+    as_json: bool,
 ) -> None:
     """REPORT: final full validation and campaigns/NAME/REPORT.md (+ REPORT.svg) on the accepted line."""
     if html:
         from gitcampaign.html_report import write_report
 
-        if force or pairs:
-            raise click.UsageError("--html writes the page and measures nothing: drop --force and --pairs")
+        if force or pairs or record_failures:
+            raise click.UsageError(
+                "--html writes the page and measures nothing: drop --force, --pairs and --record-failures"
+            )
         path = write_report(_repo(ctx), _campaign(ctx), Path(output) if output else None)
         _emit(f"HTML report written: {path}", {"path": str(path)}, as_json)
         return
     from gitcampaign.commands.report import report as run
 
     progress = Progress.for_cli(as_json)
-    result = run(_repo(ctx), _campaign(ctx), force=force, pairs=pairs, progress=progress)
+    result = run(
+        _repo(ctx),
+        _campaign(ctx),
+        force=force,
+        pairs=pairs,
+        record_failures=record_failures,
+        progress=progress,
+    )
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
         + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])

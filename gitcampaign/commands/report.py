@@ -46,7 +46,9 @@ class ReportResult:
     ratio: float
     ci: tuple[float, float]
     termination: list[str]
-    acceptance: str = "none"  # passed, failed (recorded with --force) or none (no acceptance command)
+    acceptance: str = (
+        "none"  # passed, failed (recorded with --record-failures) or none (no acceptance command)
+    )
     clean_diff: bool = True
     warnings: list[str] = field(default_factory=list)
 
@@ -59,6 +61,7 @@ def report(
     campaign_name: str | None,
     force: bool = False,
     pairs: int | None = None,
+    record_failures: bool = False,
     progress: Progress | None = None,
 ) -> ReportResult:
     progress = progress or Progress.silent()
@@ -94,10 +97,10 @@ def report(
             {row.commit: row.round for row in rows if row.status == Status.ACCEPTED and row.commit},
             {row.commit for row in rows if row.status == Status.REJECTED and row.commit},
         )
-        if not diff.clean and not force:
+        if not diff.clean and not record_failures:
             raise CampaignError(
                 diff.statement(campaign.name) + " No report was committed.",
-                "roll those commits back on the accepted line, or record it with `git campaign report --force`",
+                "roll those commits back on the accepted line, or record it with `git campaign report --record-failures`",
             )
         scratch = run_dir(repo, campaign.name, "report")
         commits = {INCUMBENT: base_commit, CANDIDATE: head}
@@ -107,12 +110,12 @@ def report(
             suite = steps.acceptance(
                 repo, manifest, head, trees[CANDIDATE], scratch, manifest.harness_timeout_s
             )
-            if suite is not None and not suite.passed and not force:
+            if suite is not None and not suite.passed and not record_failures:
                 raise CampaignError(
                     f"the acceptance suite failed on the final accepted head {head[:12]}; no report was committed\n"
                     + "\n".join(suite.failure_notes()),
                     "fix it in a new round (`git campaign round -m ...`), or record the failure with"
-                    " `git campaign report --force`",
+                    " `git campaign report --record-failures`",
                 )
             with progress.phase("final full validation", runs=2 * count):
                 results = interleaved(trees, job, count, scratch, False, progress)
@@ -149,7 +152,8 @@ def report(
             environment,
             head,
             base_commit,
-            f"git campaign report{' --force' * force}{f' --pairs {count}' if pairs else ''}",
+            f"git campaign report{' --force' * force}{' --record-failures' * record_failures}"
+            f"{f' --pairs {count}' if pairs else ''}",
             count,
             bool(files),
         ) + "\n".join(steps.report_section(suite, diff, campaign.name))

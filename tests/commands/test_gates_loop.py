@@ -83,10 +83,13 @@ def test_report_runs_the_acceptance_suite(tmp_path: Path, monkeypatch: pytest.Mo
     head = git(root, "rev-parse", C.main_branch(NAME)).strip()
     with pytest.raises(CampaignError, match="acceptance suite failed") as info:
         report(root, None)
-    assert "test_full_suite: 1 failed" in info.value.message and "--force" in info.value.hint
+    assert "test_full_suite: 1 failed" in info.value.message and "--record-failures" in info.value.hint
     assert git(root, "rev-parse", C.main_branch(NAME)).strip() == head  # no report committed
+    with pytest.raises(CampaignError, match="acceptance suite failed"):
+        report(root, None, force=True)  # stopping the campaign (T4) does not wave a failing suite through
+    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == head
 
-    result = report(root, None, force=True)
+    result = report(root, None, record_failures=True)
     assert (result.acceptance, result.clean_diff) == ("failed", True)
     text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "**FAILED** on the final head" in text and "test_full_suite: 1 failed" in text
@@ -112,7 +115,7 @@ def test_report_flags_a_change_that_skipped_the_rounds(
     with pytest.raises(CampaignError, match="NOT only the accepted rounds' changes") as info:
         report(root, None)
     assert "unreviewed edit" in info.value.message
-    result = report(root, None, force=True)
+    result = report(root, None, record_failures=True)
     assert (result.acceptance, result.clean_diff) == ("passed", False)
     text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "passed** on the final head" in text and "did not go through a round" in text

@@ -1,7 +1,7 @@
 """The measurements behind BENCHMARKS.md's "Does the gate agree with an outside clock?" section.
 
     python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
-    python3 benchmarks/gate_check.py spread OUT [--processes 5]
+    python3 benchmarks/gate_check.py spread OUT [--processes 5] [--harness-args "--preroll-s 0.5"]
 
 agreement: for each op, the harness and the independent back-to-back measurement
 (`python -m gitcampaign.crosscheck`, what `git campaign calibrate` runs: one process, both backends
@@ -9,8 +9,10 @@ interleaved in --rounds ABBA rounds per shape) for the triton and the torch back
 shapes (OP:N, default 2) of the op's preset; prints the agreement table (markdown), rewritten after
 each op.
 spread: the quick harness for gemm (triton) in --processes processes of one commit on --shapes shapes,
-each process's figures, the process-to-process spread and the A/A noise floor of consecutive pairs
-(`gitcampaign.decision.noise_floor`, as BASELINE computes it).
+each process's figures and wall time, the process-to-process spread and the A/A noise floor of
+consecutive pairs (`gitcampaign.decision.noise_floor`, as BASELINE computes it); --harness-args
+passes options to the harness (shorter pre-rolls or windows: what they save against what they cost
+in spread).
 Run from the repository root on the GPU machine; one pinned autotune config per kernel (as the
 issue's comparison), so that tuning time stays out of a 10-minute device call.
 """
@@ -21,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -156,13 +159,14 @@ def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
     print("\n".join(lines))
 
 
-def spread(out: Path, processes: int, shape_count: int, timeout_s: float) -> None:
+def spread(out: Path, processes: int, shape_count: int, timeout_s: float, harness_args: list[str]) -> None:
     harness = harness_copy("gemm", "triton")
     shapes = [preset("llama3.1-8b:mbs=1")[index] for index in (2, 3)[:shape_count]]
     shapes_file = out / "spread.shapes.yaml"
     shapes_file.write_text(dump_shapes(shapes))
-    tables = []
+    tables, walls = [], []
     for index in range(processes):
+        started = time.perf_counter()
         csv_path = out / f"spread{index + 1}.csv"
         with open(out / f"spread{index + 1}.log", "w") as log:
             subprocess.run(
@@ -173,6 +177,7 @@ def spread(out: Path, processes: int, shape_count: int, timeout_s: float) -> Non
                     str(csv_path),
                     "--shapes-file",
                     str(shapes_file),
+                    *harness_args,
                 ],
                 cwd=ROOT,
                 env=child_env(),
@@ -180,6 +185,7 @@ def spread(out: Path, processes: int, shape_count: int, timeout_s: float) -> Non
                 stderr=subprocess.STDOUT,
                 timeout=timeout_s,
             )
+        walls.append(time.perf_counter() - started)
         header, *rows = csv_path.read_text().splitlines()
         tables.append(
             {row.split(",")[0]: dict(zip(header.split(","), row.split(","), strict=True)) for row in rows}
@@ -214,6 +220,11 @@ def spread(out: Path, processes: int, shape_count: int, timeout_s: float) -> Non
         f"{100 * aggregate:.2f}%, "
         + ", ".join(f"{label} {100 * value:.2f}%" for label, value in per_shape.items())
     )
+    lines.append(
+        f"Harness options: {' '.join(harness_args) or '(defaults)'}; wall time a process: "
+        + " / ".join(f"{wall:.1f}" for wall in walls)
+        + " s"
+    )
     (out / "spread.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -233,13 +244,14 @@ def main() -> None:
     parser.add_argument("--shapes", type=int, default=2, help="spread: 8B gate_up, then down")
     parser.add_argument("--rounds", type=int, default=4, help="agreement: ABBA rounds per shape")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
+    parser.add_argument("--harness-args", default="", help="spread: options for the harness, one string")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     print(yaml.safe_dump({"argv": sys.argv, "started": time.strftime("%FT%TZ", time.gmtime())}), flush=True)
     if args.stage == "agreement":
         agreement(args.out, args.ops.split(","), args.rounds, args.timeout)
     else:
-        spread(args.out, args.processes, args.shapes, args.timeout)
+        spread(args.out, args.processes, args.shapes, args.timeout, shlex.split(args.harness_args))
 
 
 if __name__ == "__main__":

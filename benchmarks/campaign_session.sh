@@ -11,27 +11,30 @@
 #   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
+#   $LANE_LOG             the lane's log folder (comes back in OUTDIR/laneN.tgz): for a command's own files
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # The lanes run detached from the command, so that a plan may outlast the per-command limit of a lent
 # machine: a command waits at most CALL_S seconds (default 560), then brings back what the lanes have
 # done so far; `--attach` in the next command, while the machine is still held, waits again. LANE_S
-# (default 520) is each lane's budget in seconds, counted from the start.
+# (default 520) is each lane's budget in seconds, counted from the start. SESSION_ROOT (default /tmp)
+# holds the session's state and the lanes' clones.
 # After every campaign command a lane runs `git campaign export` of every campaign in its clone, so
 # OUTDIR/laneN.tgz holds, at any time, log/NAME.bundle (for `git campaign import` at home), every
 # command's output and the runs' logs.
 set -uo pipefail
-state=/tmp/campaign-session
+root=${SESSION_ROOT:-/tmp}  # where the session's state and the lanes' clones live
+state=$root/campaign-session
 self=$(realpath "$0")
 export PYTHONUNBUFFERED=1
-left() { echo $((LANE_S - ($(date +%s) - $(cat $state/started)))); }
+left() { echo $((LANE_S - ($(date +%s) - $(cat "$state"/started)))); }
 
 lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
-  local n=$1 dir=/tmp/campaign-lane$1
+  local n=$1 dir=$root/campaign-lane$1
   git clone -q -b main "$bundle" "$dir/repo" || return
   cd "$dir/repo" || return
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
   git fetch -q "$bundle" 'refs/heads/*:refs/remotes/xfer/*'  # candidates: round_from NAME BRANCH
-  export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH}
+  export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH} LANE_LOG=$dir/log
   # The tool runs from main's copy, taken now: `python -m gitcampaign` in the clone would import the
   # checked-out round's gitcampaign, so a round (or a campaign started before a fix) would run, and
   # could change, the code that judges it.
@@ -86,8 +89,8 @@ lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
 
 snapshot() {  # OUTDIR/laneN.tgz: each lane's log as it stands, with the harness and test logs of every run
   local n dir
-  for n in $(cat $state/lanes); do
-    dir=/tmp/campaign-lane$n
+  for n in $(cat "$state"/lanes); do
+    dir=$root/campaign-lane$n
     (cd "$dir/repo/.git/campaign/runs" 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' \
       -o -name '*.json' \) -size -4M -exec cp -p --parents {} "$dir/log/runs/" \;) 2>/dev/null
     tar czf "$out/lane$n.tgz" --warning=no-file-changed -C "$dir" log
@@ -99,12 +102,12 @@ wait_lanes() {  # until every lane is done or CALL_S has passed
   begin=$(date +%s)
   while true; do
     running=()
-    for n in $(cat $state/lanes); do
-      [[ -f /tmp/campaign-lane$n/done ]] || running+=("$n")
+    for n in $(cat "$state"/lanes); do
+      [[ -f $root/campaign-lane$n/done ]] || running+=("$n")
     done
-    ((${#running[@]} == 0)) && echo "all lanes done after $(($(date +%s) - $(cat $state/started))) s" && return 0
+    ((${#running[@]} == 0)) && echo "all lanes done after $(($(date +%s) - $(cat "$state"/started))) s" && return 0
     if (($(date +%s) - begin >= ${CALL_S:-560})); then
-      echo "lanes ${running[*]} still running after $(($(date +%s) - $(cat $state/started))) s:" \
+      echo "lanes ${running[*]} still running after $(($(date +%s) - $(cat "$state"/started))) s:" \
         "bring them back with \`--attach\` in the next command while this machine is held"
       return 0
     fi
@@ -121,12 +124,12 @@ if [[ $1 == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
   # shellcheck source=/dev/null
   source "$3"
   (lane "$n")
-  touch "/tmp/campaign-lane$n/done"
+  touch "$root/campaign-lane$n/done"
   exit 0
 fi
 if [[ $1 == --attach ]]; then
   out=$(realpath -m "$2")
-  if [[ ! -f $state/lanes ]]; then
+  if [[ ! -f "$state"/lanes ]]; then
     echo "no campaign session on this machine: it started bare, so the lanes of the earlier command are lost;" \
       "start them again with PLAN" >&2
     exit 3
@@ -135,19 +138,19 @@ else
   plan=$(realpath "$1")
   out=$(realpath -m "$2")
   bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
-  rm -rf $state /tmp/campaign-lane[0-9]*
-  mkdir -p $state
+  rm -rf "$state" "$root"/campaign-lane[0-9]*
+  mkdir -p "$state"
   # The lanes read their own copies: a later command's copy of the working tree may rewrite these files.
-  cp "$self" $state/session.sh && cp "$plan" $state/plan.sh
-  date +%s >$state/started
-  echo "${LANE_S:-520}" >$state/budget
+  cp "$self" "$state"/session.sh && cp "$plan" "$state"/plan.sh
+  date +%s >"$state"/started
+  echo "${LANE_S:-520}" >"$state"/budget
   # shellcheck source=/dev/null
   source "$plan"
-  declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p' >$state/lanes
-  for n in $(cat $state/lanes); do
-    mkdir -p "/tmp/campaign-lane$n/log/runs"
-    LANE_S=$(cat $state/budget) setsid bash $state/session.sh --lane "$n" $state/plan.sh "$bundle" \
-      >"/tmp/campaign-lane$n/lane.out" 2>&1 </dev/null &
+  declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p' >"$state"/lanes
+  for n in $(cat "$state"/lanes); do
+    mkdir -p "$root/campaign-lane$n/log/runs"
+    LANE_S=$(cat "$state"/budget) setsid bash "$state"/session.sh --lane "$n" "$state"/plan.sh "$bundle" \
+      >"$root/campaign-lane$n/lane.out" 2>&1 </dev/null &
   done
 fi
 mkdir -p "$out"
@@ -158,4 +161,4 @@ mkdir -p "$out"
 } 2>&1 | tee "$out/versions.txt"
 wait_lanes
 snapshot
-cat /tmp/campaign-lane*/log/steps.txt | grep -v '^ *refs/' | grep -v '^lane[0-9]   *refs/'
+cat "$root"/campaign-lane*/log/steps.txt | grep -v '^ *refs/' | grep -v '^lane[0-9]   *refs/'

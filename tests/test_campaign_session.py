@@ -1,0 +1,88 @@
+"""benchmarks/campaign_session.sh: lanes that outlast the command that started them, collected by a
+later `--attach`, with what each lane did by then (the GPU runs this repository's campaigns that way)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "benchmarks" / "campaign_session.sh"
+
+PLAN = """
+lane0() {
+  timed first sleep 3
+  timed second sh -c 'echo "lane 0 was here" >"$LANE_LOG/own.txt"; echo printed'
+}
+lane1() {
+  timed only true
+}
+"""
+
+
+def run(*args: str, root: Path, call_s: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": str(call_s), "LANE_S": "60"}
+    env["REPO_BUNDLE"] = str(cwd.parent / "repo.bundle")
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def project(tmp_path: Path) -> Path:
+    """A bundle of a repository holding the tool, on branch main (what the lanes clone)."""
+    repo = tmp_path / "project"
+    shutil.copytree(
+        REPO_ROOT / "gitcampaign", repo / "gitcampaign", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "."],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "tool"],
+        ["git", "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "--branches"],
+    ):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True)
+    (tmp_path / "plan.sh").write_text(PLAN)
+    return repo
+
+
+def members(archive: Path) -> dict[str, str]:
+    with tarfile.open(archive) as tar:
+        return {
+            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        }
+
+
+def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    root = tmp_path / "machine"
+    root.mkdir()
+    first = run(str(tmp_path / "plan.sh"), str(tmp_path / "out1"), root=root, call_s=0, cwd=repo)
+    assert first.returncode == 0, first.stderr
+    assert "still running" in first.stdout and "--attach" in first.stdout  # returned with lane 0 busy
+
+    deadline = time.monotonic() + 60
+    while not all((root / f"campaign-lane{n}" / "done").exists() for n in (0, 1)):
+        assert time.monotonic() < deadline, "the detached lanes did not finish"
+        time.sleep(0.5)
+    second = run("--attach", str(tmp_path / "out2"), root=root, call_s=30, cwd=repo)
+    assert second.returncode == 0, second.stderr
+    assert "all lanes done" in second.stdout
+    lane0 = members(tmp_path / "out2" / "lane0.tgz")
+    assert lane0["log/own.txt"] == "lane 0 was here\n"  # $LANE_LOG comes back
+    assert lane0["log/second.txt"] == "printed\n"
+    steps = lane0["log/steps.txt"]
+    assert "first: sleep 3" in steps and "first exit 0" in steps and "second exit 0" in steps
+    assert "only exit 0" in members(tmp_path / "out2" / "lane1.tgz")["log/steps.txt"]
+
+
+def test_attach_without_a_session_and_usage(tmp_path: Path) -> None:
+    lost = run("--attach", str(tmp_path / "out"), root=tmp_path, call_s=1, cwd=tmp_path)
+    assert lost.returncode == 3 and "no campaign session on this machine" in lost.stderr
+    usage = run(root=tmp_path, call_s=1, cwd=tmp_path)
+    assert usage.returncode == 2 and "usage:" in usage.stderr

@@ -143,14 +143,14 @@ else
   # The lanes read their own copies: a later command's copy of the working tree may rewrite these files.
   cp "$self" "$state"/session.sh && cp "$plan" "$state"/plan.sh
   date +%s >"$state"/started
-  echo "${LANE_S:-520}" >"$state"/budget
   # shellcheck source=/dev/null
   source "$plan"
   declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p' >"$state"/lanes
   for n in $(cat "$state"/lanes); do
     mkdir -p "$root/campaign-lane$n/log/runs"
-    LANE_S=$(cat "$state"/budget) setsid bash "$state"/session.sh --lane "$n" "$state"/plan.sh "$bundle" \
-      >"$root/campaign-lane$n/lane.out" 2>&1 </dev/null &
+    # The lane's own output (a failed clone, an error in the plan) goes back with its log.
+    LANE_S=${LANE_S:-520} setsid bash "$state"/session.sh --lane "$n" "$state"/plan.sh "$bundle" \
+      >"$root/campaign-lane$n/log/lane.out" 2>&1 </dev/null &
   done
 fi
 mkdir -p "$out"
@@ -161,4 +161,4 @@ mkdir -p "$out"
 } 2>&1 | tee "$out/versions.txt"
 wait_lanes
 snapshot
-cat "$root"/campaign-lane*/log/steps.txt | grep -v '^ *refs/' | grep -v '^lane[0-9]   *refs/'
+cat "$root"/campaign-lane*/log/steps.txt | grep -v '^lane[0-9]   *refs/'

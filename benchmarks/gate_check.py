@@ -76,8 +76,20 @@ def harness_copy(op: str, backend: str) -> Path:
     return path
 
 
-def child_env() -> dict[str, str]:
-    return {**os.environ, **PINNED, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+# Blockwise fp8 cannot take the 128x256 pin without spilling (kernels/gemm_fp8.py, _TMA_TILES): its
+# tuner chooses among 128x128 and one-warpgroup tiles, so the gate times the 128x128 one.
+OP_PINS = {
+    "gemm_fp8_blockwise": {
+        "KERNELS_GEMM_FP8_CONFIG": (
+            "BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,EPILOGUE_SUBTILE=1,OCCUPANCY=1,num_warps=8,num_stages=3"
+        )
+    }
+}
+
+
+def child_env(op: str = "gemm") -> dict[str, str]:
+    pins = {**PINNED, **OP_PINS.get(op, {})}
+    return {**os.environ, **pins, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
 def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
@@ -118,7 +130,7 @@ def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
                 code = subprocess.run(
                     command,
                     cwd=ROOT,
-                    env=child_env(),
+                    env=child_env(op),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     timeout=timeout_s,

@@ -132,8 +132,11 @@ class Campaign:
         return head
 
     def reported(self) -> bool:
-        """The accepted head is a `report` commit (a later round moves the head on)."""
-        return any(doc.phase == Phase.REPORT for doc in verdict.read(self.repo, self.accepted_head()))
+        """The accepted head is this campaign's `report` commit (a later round moves the head on)."""
+        return any(
+            doc.phase == Phase.REPORT and doc.campaign == self.name
+            for doc in verdict.read(self.repo, self.accepted_head())
+        )
 
     def manifest(self, commit: str | None = None) -> Manifest:
         """The manifest as committed on the accepted line (never the work tree's copy)."""

@@ -22,7 +22,7 @@ from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import lineage_rows, termination
+from gitcampaign.lineage import LineageRow, lineage_rows, termination
 from gitcampaign.vocabulary import Status
 
 STEP_PREPARE = "prepare"
@@ -69,8 +69,17 @@ class NextRun:
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     campaign = opened(repo_path, campaign_name)
     manifest = campaign.manifest()
-    name = campaign.name
     if manifest.csv_header is None:
+        return decide(campaign.name, False, [], False, [])
+    _, rows = lineage_rows(campaign)
+    return decide(campaign.name, True, rows, campaign.reported(), termination(manifest, rows))
+
+
+def decide(
+    name: str, has_baseline: bool, rows: list[LineageRow], reported: bool, reached: list[str]
+) -> NextStep:
+    """The next step from where the campaign stands (`status` words the same decision its own way)."""
+    if not has_baseline:
         return NextStep(
             name,
             STEP_BASELINE,
@@ -78,7 +87,6 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             "the campaign has no baseline yet",
             True,
         )
-    _, rows = lineage_rows(campaign)
     last = rows[-1] if rows and rows[-1].round >= 2 else None
     if last and last.status in (Status.OPEN, Status.PENDING):
         why = (
@@ -95,7 +103,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             f"round {last.round} is open without its change",
             False,
         )
-    if campaign.reported():
+    if reported:
         return NextStep(
             name,
             STEP_DONE,
@@ -103,7 +111,6 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
             f"the campaign is reported ({C.campaign_dir(name)}/{C.REPORT_FILE})",
             False,
         )
-    reached = termination(manifest, rows)
     if reached:
         return NextStep(name, STEP_REPORT, "git campaign report", "; ".join(reached), True)
     return NextStep(

@@ -243,12 +243,14 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         return call(work)
 
     @server.tool()
-    def report(force: bool = False) -> CallToolResult:
+    def report(force: bool = False, record_failures: bool = False) -> CallToolResult:
         """REPORT: final full validation against the baseline and REPORT.md on the accepted line.
-        Needs a termination condition (target, efficiency, max iterations); force=True is T4 (stop here)."""
+        Needs a termination condition (target, efficiency, max iterations); force=True is T4 (stop here).
+        A failing acceptance suite or a final diff outside the accepted rounds stops it unless
+        record_failures=True, which commits the report with them recorded."""
         from gitcampaign.commands.report import report as run
 
-        return call(lambda: run(here, name, force=force).to_json())
+        return call(lambda: run(here, name, force=force, record_failures=record_failures).to_json())
 
     @server.tool(name="diff_round")
     def diff_round_tool(number: int | None = None) -> CallToolResult:

@@ -552,7 +552,7 @@ def report_section(suite: Step | None, diff: FinalDiff, campaign: str) -> list[s
     else:
         outcome = [
             f"- Acceptance suite `{suite.command}`: **FAILED** on the final head "
-            f"(exit {suite.exit_code}); recorded with `report --force`. Last lines:",
+            f"(exit {suite.exit_code}); recorded with `report --record-failures`. Last lines:",
             "",
             "```",
             *suite.output.splitlines(),

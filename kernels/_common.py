@@ -65,17 +65,48 @@ def tma_config(bm: int, bn: int, bk: int, warps: int, stages: int, subtile: bool
     return config
 
 
-def without_tma_keys(configs: list[triton.Config]) -> list[triton.Config]:
-    """The configs minus the TMA-only key, so that one pinned config serves the TMA kernel and its
-    pointer fallback."""
+TMA_ONLY_KEYS = ("EPILOGUE_SUBTILE",)  # config keys the pointer (fallback) kernels do not take
+
+
+def without_keys(configs: list[triton.Config], keys: tuple[str, ...]) -> list[triton.Config]:
+    """The configs minus `keys`, so that one pinned config serves two kernels that take different
+    meta-parameters (a TMA kernel and its pointer fallback, two quantisers)."""
     return [
         triton.Config(
-            {key: value for key, value in config.kwargs.items() if key != "EPILOGUE_SUBTILE"},
+            {key: value for key, value in config.kwargs.items() if key not in keys},
             num_warps=config.num_warps,
             num_stages=config.num_stages,
         )
         for config in configs
     ]
+
+
+TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and non-unit strides
+
+
+def tma_addressable(tensor: torch.Tensor, unit_dim: int) -> bool:
+    """Whether a TMA descriptor can read `tensor` with `unit_dim` as its contiguous dimension: a unit
+    stride there, a 16-byte aligned base, and non-zero 16-byte aligned strides in the others."""
+    if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % TMA_ALIGN_BYTES:
+        return False
+    size = tensor.element_size()
+    return all(
+        stride > 0 and stride * size % TMA_ALIGN_BYTES == 0
+        for dim, stride in enumerate(tensor.stride())
+        if dim != unit_dim
+    )
+
+
+@functools.cache
+def _capability_major(device_index: int) -> int:
+    return torch.cuda.get_device_capability(device_index)[0]
+
+
+def tma_supported(device: torch.device) -> bool:
+    """TMA exists from sm90 on (looked up once per device); the interpreter runs TMA kernels on the CPU."""
+    if device.type != "cuda":
+        return True
+    return _capability_major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
 
 
 @functools.cache

@@ -51,21 +51,23 @@ import triton
 import triton.language as tl
 
 from kernels._common import (
+    TMA_ONLY_KEYS,
     backend,
     input_precision,
     num_sms,
     pick_configs,
     tile_pid,
+    tma_addressable,
     tma_config,
+    tma_supported,
     use_tma_scratch,
-    without_tma_keys,
+    without_keys,
 )
 from kernels._common import matmul_config as _config
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_CONFIG"
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and non-unit strides
 
 
 def _tma_configs() -> list[triton.Config]:
@@ -177,7 +179,7 @@ def _matmul_nt_kernel(
 
 
 @triton.autotune(
-    configs=without_tma_keys(pick_configs(_pointer_configs(), _CPU_CONFIG, CONFIG_ENV)),
+    configs=without_keys(pick_configs(_pointer_configs(), _CPU_CONFIG, CONFIG_ENV), TMA_ONLY_KEYS),
     key=["M", "N", "K", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -240,11 +242,8 @@ def _tma_transposed(view: torch.Tensor) -> bool | None:
     """How a TMA descriptor reads a 2-D view: False over [rows, cols] (unit stride on dim 1), True
     over [cols, rows] (unit stride on dim 0, the transpose of a row-major tensor), None if it cannot
     (base or the other stride not 16-byte aligned, or no unit stride)."""
-    if view.data_ptr() % TMA_ALIGN_BYTES:
-        return None
     for transposed, unit_dim in ((False, 1), (True, 0)):
-        outer_bytes = view.stride(1 - unit_dim) * view.element_size()
-        if view.stride(unit_dim) == 1 and outer_bytes > 0 and outer_bytes % TMA_ALIGN_BYTES == 0:
+        if tma_addressable(view, unit_dim):
             return transposed
     return None
 
@@ -261,7 +260,8 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return out.zero_()
 
     a_t, b_t = _tma_transposed(a), _tma_transposed(b)
-    if a.dtype != torch.float32 and a_t is not None and b_t is not None and _tma_transposed(out) is False:
+    tma = a.dtype != torch.float32 and tma_supported(a.device)
+    if tma and a_t is not None and b_t is not None and _tma_transposed(out) is False:
         use_tma_scratch(a.device)
         sms = num_sms(a.device, _INTERPRETER_SMS)
 

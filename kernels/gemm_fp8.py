@@ -71,7 +71,17 @@ import triton
 import triton.language as tl
 
 from kernels import quant
-from kernels._common import backend, pick_configs, tile_pid, tma_config, use_tma_scratch
+from kernels._common import (
+    TMA_ONLY_KEYS,
+    backend,
+    pick_configs,
+    tile_pid,
+    tma_addressable,
+    tma_config,
+    tma_supported,
+    use_tma_scratch,
+    without_keys,
+)
 from kernels._common import matmul_config as _config
 from kernels._common import num_sms as device_sms
 
@@ -144,6 +154,10 @@ _TMA_TILES = (
 )
 
 
+# The scalings each tile serves, by the tile's key (`_tile_key`).
+_TMA_SERVES = {tuple(tile[:6]): tile[6] for tile in _TMA_TILES}
+
+
 def _tma_configs() -> list[triton.Config]:
     return [_tma_config(*tile[:6]) for tile in _TMA_TILES]
 
@@ -162,27 +176,18 @@ def _tile_key(config: triton.Config) -> tuple[int, ...]:
 
 def _prune_configs(configs: list[triton.Config], nargs: dict[str, Any], **kwargs: Any) -> list[triton.Config]:
     """The configs of _TMA_TILES that serve this launch's SCALING (all of them when none does)."""
-    serves = {tuple(tile[:6]): tile[6] for tile in _TMA_TILES}
-    kept = [c for c in configs if kwargs["SCALING"] in serves.get(_tile_key(c), ())]
+    kept = [c for c in configs if kwargs["SCALING"] in _TMA_SERVES.get(_tile_key(c), ())]
     return kept or configs
 
 
 # 64x64 tiles keep every CPU test shape (<= 256) at a handful of interpreted programs.
 _CPU_CONFIG = _config(64, 64, 128, 4, 3)
 _CPU_TMA_CONFIG = _tma_config(64, 64, 4, 3, True)
-# Keys of the pointer kernel's configs: a pinned config written for the TMA kernel drops the rest.
-_POINTER_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
 
 
 def _pointer_configs() -> list[triton.Config]:
-    return [
-        triton.Config(
-            {key: c.kwargs[key] for key in _POINTER_KEYS if key in c.kwargs},
-            num_warps=c.num_warps,
-            num_stages=c.num_stages,
-        )
-        for c in pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV)
-    ]
+    """A pinned config written for the TMA kernel serves the pointer kernel without its TMA-only keys."""
+    return without_keys(pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV), (*TMA_ONLY_KEYS, "OCCUPANCY"))
 
 
 @triton.autotune(configs=_pointer_configs(), key=["M", "N", "K", "SCALING", "Y_GROUP_N"])
@@ -293,7 +298,6 @@ def _gemm_fp8_tma_kernel(
     GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr = 0,
     OCCUPANCY: tl.constexpr = 1,
-    WARP_SPECIALIZE: tl.constexpr = 0,
 ):
     """C = (X * sx) @ (Y * sy).T, persistent: program p of P = NUM_SMS * OCCUPANCY computes tiles
     p, p + P, ...
@@ -321,9 +325,7 @@ def _gemm_fp8_tma_kernel(
     # result spill there (ptxas, sm_90a), so those load their own step's scales.
     PREFETCH_SCALES: tl.constexpr = Y_GROUP_N % BLOCK_N == 0 or BLOCK_M * BLOCK_N <= 64 * 128
     tile_c = tl.program_id(0) - PROGRAMS
-    for tile in tl.range(
-        tl.program_id(0), num_tiles, PROGRAMS, flatten=True, warp_specialize=WARP_SPECIALIZE
-    ):
+    for tile in tl.range(tl.program_id(0), num_tiles, PROGRAMS, flatten=True):
         pid_m, pid_n = tile_pid(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -399,14 +401,6 @@ def _check_operands(x: torch.Tensor, sx: torch.Tensor, y: torch.Tensor, sy: torc
 _CPU_NUM_SMS = 4
 
 
-def _tma_ok(*tensors: torch.Tensor) -> bool:
-    """TMA takes 2-D tensors with a unit last stride, and a 16-byte aligned base and row pitch."""
-    return all(
-        t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
-        for t in tensors
-    )
-
-
 def _matmul_triton(
     x: torch.Tensor,
     sx: torch.Tensor,
@@ -425,7 +419,7 @@ def _matmul_triton(
     n = y.shape[0]
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
     scaling = _SCALING_CODE[granularity]
-    if _tma_ok(x, y, out):
+    if tma_supported(x.device) and all(tma_addressable(t, 1) for t in (x, y, out)):
         use_tma_scratch(x.device)
         sms = num_sms or device_sms(x.device, _CPU_NUM_SMS)
 

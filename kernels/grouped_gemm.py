@@ -74,14 +74,17 @@ import triton
 import triton.language as tl
 
 from kernels._common import (
+    TMA_ONLY_KEYS,
     backend,
     input_precision,
     num_sms,
     pick_configs,
     tile_pid,
+    tma_addressable,
     tma_config,
+    tma_supported,
     use_tma_scratch,
-    without_tma_keys,
+    without_keys,
 )
 from kernels._common import matmul_config as _config
 
@@ -153,7 +156,7 @@ _CPU_TMA_CONFIG = tma_config(64, 64, 64, 4, 1, subtile=True)
 
 
 @triton.autotune(
-    configs=without_tma_keys(pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV)),
+    configs=without_keys(pick_configs(_hopper_configs(), _CPU_CONFIG, CONFIG_ENV), TMA_ONLY_KEYS),
     key=["M_total", "N", "K", "G", "stride_ak", "stride_bk", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -239,7 +242,7 @@ def _grouped_matmul_nt_kernel(
 
 
 @triton.autotune(
-    configs=without_tma_keys(pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV)),
+    configs=without_keys(pick_configs(_hopper_db_configs(), _CPU_CONFIG, DB_CONFIG_ENV), TMA_ONLY_KEYS),
     key=["M_total", "N", "K", "G", "stride_dm", "stride_am", "INPUT_PRECISION"],
 )
 @triton.heuristics(
@@ -539,21 +542,14 @@ INTERPRETER_PROGRAMS = 3
 def _tma_usable(like: torch.Tensor, *operands: tuple[torch.Tensor, int]) -> bool:
     """Whether the TMA kernels can read these (tensor, unit-stride dim) operands of `like`'s dtype.
 
-    TMA needs a 16-byte aligned base, unit stride along one dimension and 16-byte aligned other
-    strides; it exists from sm90 on (the interpreter runs it on the CPU). fp32 stays on the pointer
-    kernels: its tiles would need half the stages to fit shared memory.
+    See `tma_addressable` and `tma_supported`. fp32 stays on the pointer kernels: its tiles would
+    need half the stages to fit shared memory.
     """
-    if like.dtype not in (torch.bfloat16, torch.float16):
-        return False
-    if like.is_cuda and torch.cuda.get_device_capability(like.device)[0] < 9:
-        return False
-    size = like.element_size()
-    for tensor, unit_dim in operands:
-        if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % 16:
-            return False
-        if any(stride * size % 16 for dim, stride in enumerate(tensor.stride()) if dim != unit_dim):
-            return False
-    return True
+    return (
+        like.dtype in (torch.bfloat16, torch.float16)
+        and tma_supported(like.device)
+        and all(tma_addressable(tensor, unit_dim) for tensor, unit_dim in operands)
+    )
 
 
 def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:

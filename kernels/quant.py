@@ -63,7 +63,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, num_sms, pick_configs
+from kernels._common import backend, num_sms, pick_configs, without_keys
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -266,11 +266,8 @@ def _quant_kernel(
     GROUP_R: tl.constexpr,
     GIVEN_AMAX: tl.constexpr,
     ELEMS: tl.constexpr,
-    PER_SM: tl.constexpr = 0,
-    STAGES: tl.constexpr = 1,
 ):
-    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile).
-    PER_SM and STAGES are unused: they let one pinned config serve this kernel and the tensorwise one."""
+    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile)."""
     BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
     NUM_CHUNKS: tl.constexpr = (GROUP_C + BLOCK_C - 1) // BLOCK_C
     pid_r = tl.program_id(0)
@@ -329,7 +326,8 @@ def _quant_kernel(
 
 
 _quant_kernel_tuned = triton.autotune(
-    configs=pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV),
+    # One pinned KERNELS_QUANT_CONFIG serves both quantisers: this one ignores the tensorwise keys.
+    configs=without_keys(pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV), ("PER_SM", "STAGES")),
     key=["R", "C", "GROUP_C", "BLOCK_C", "FP8_MAX"],
 )(_quant_kernel)
 _quant_tensorwise_kernel_tuned = triton.autotune(

@@ -67,6 +67,8 @@ def test_agent_loop_over_stdio(project: Path) -> None:
         async with Client(server(project), read_timeout_seconds=120) as client:
             listed = await client.list_tools()
             assert {tool.name for tool in listed.tools} == TOOLS
+            report_tool = next(tool for tool in listed.tools if tool.name == "report")
+            assert {"force", "record_failures"} <= set(report_tool.input_schema["properties"])
 
             opened = data(await client.call_tool("open_round", {"hypothesis": "bigger tiles"}))
             assert opened["number"] == 2 and opened["branch"] == C.round_branch(NAME, 2)

@@ -12,6 +12,7 @@ from gitcampaign.campaign import (
     opened,
 )
 from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
 from gitcampaign.vocabulary import Status
 
 
@@ -70,23 +71,21 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         ),
         max_iterations=manifest.max_iterations,
         termination=reached,
-        next=_next_step(manifest.csv_header is not None, rounds, campaign.reported(), bool(reached)),
+        next=_next_text(
+            decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
+            rounds[-1] if rounds else None,
+        ),
         remotes=sync.remote_standing(repo, campaign.name),
     )
 
 
-def _next_step(has_baseline: bool, rounds: list[LineageRow], reported: bool, terminated: bool) -> str:
-    if not has_baseline:
-        return "git campaign prepare && git campaign baseline"
-    last = rounds[-1] if rounds else None
-    if last and last.status == Status.PENDING:
-        return "git campaign validate  (finishes the interrupted decision)"
-    if last and last.status == Status.EMPTY:
+def _next_text(step: NextStep, last: LineageRow | None) -> str:
+    """`status`'s wording of the next step `loop.decide` chose, with the open round's number."""
+    if step.step == STEP_VALIDATE and last is not None:
+        pending = last.status == Status.PENDING
+        return f"git campaign validate  ({'finishes the interrupted decision' if pending else f'round {last.round}'})"
+    if step.step == STEP_COMMIT and last is not None:
         return f"edit, `git commit`, then `git campaign validate` (round {last.round})"
-    if last and last.status == Status.OPEN:
-        return f"git campaign validate  (round {last.round})"
-    if reported:
+    if step.step == STEP_DONE:
         return 'git campaign report --html  (reported; `git campaign round -m "HYPOTHESIS"` continues it)'
-    if terminated:
-        return "git campaign report"
-    return 'git campaign round -m "HYPOTHESIS"'
+    return step.command

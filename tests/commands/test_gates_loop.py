@@ -93,6 +93,7 @@ def test_report_runs_the_acceptance_suite(tmp_path: Path, monkeypatch: pytest.Mo
     assert (result.acceptance, result.clean_diff) == ("failed", True)
     text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "**FAILED** on the final head" in text and "test_full_suite: 1 failed" in text
+    assert "recorded with `report --record-failures`" in text
     assert "holds only the accepted rounds' changes: 1 file(s)" in text and "`kernel.py`" in text
     doc = verdict(root, result.commit)
     assert doc["acceptance"]["passed"] is False and doc["final_diff"]["rounds"] == [2]

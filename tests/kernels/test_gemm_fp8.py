@@ -66,11 +66,13 @@ CPU_SHAPES = [
 @pytest.mark.parametrize("granularity", GRANULARITIES)
 @pytest.mark.parametrize(("m", "n", "k"), CPU_SHAPES)
 def test_snr_against_float64(
-    monkeypatch: pytest.MonkeyPatch, granularity: str, m: int, n: int, k: int
+    launches: dict[str, _LaunchSpy], monkeypatch: pytest.MonkeyPatch, granularity: str, m: int, n: int, k: int
 ) -> None:
     """out, dA and dB of the Triton GEMM (reference quantiser, see module doc) vs float64."""
     monkeypatch.setenv(quant.BACKEND_ENV, "torch")
     _assert_snr(torch.randn(m, k, device=DEVICE), torch.randn(n, k, device=DEVICE), granularity)
+    if all(size % 16 == 0 for size in (m, n, k)):  # every operand of the three products is TMA-aligned
+        assert launches["pointer"].grids == [] and len(launches["tma"].grids) == 3
 
 
 def _dequantised64(q: torch.Tensor, scales: torch.Tensor, kind: str) -> torch.Tensor:
@@ -185,13 +187,23 @@ def test_persistent_programs_cover_every_tile(
     ],
 )
 @pytest.mark.parametrize(("granularity", "y_kind"), [("blockwise", "block128"), ("rowwise", "rowwise")])
-def test_tma_tile_shapes(monkeypatch: pytest.MonkeyPatch, config: str, granularity: str, y_kind: str) -> None:
+def test_tma_tile_shapes(
+    launches: dict[str, _LaunchSpy],
+    monkeypatch: pytest.MonkeyPatch,
+    config: str,
+    granularity: str,
+    y_kind: str,
+) -> None:
     """A 256-wide tile spans two 128x128 weight blocks (per-column scales gathered from the block
     scales), a 128-wide one a single block (one scale), no subtiling, two programs per "SM", and
     BLOCK_K = 64 (two K steps per scale block); N = 264 leaves a partial last tile in each."""
-    monkeypatch.setattr(module._gemm_fp8_tma_kernel, "configs", [parse_config(config)])
+    pinned = parse_config(config)
+    monkeypatch.setattr(launches["tma"].kernel, "configs", [pinned])
     got, want = _kernel_case(granularity, y_kind, 72, 264, 384, num_sms=2)
     _assert_close_to_exact(got, want)
+    tiles = -(-72 // pinned.kwargs["BLOCK_M"]) * -(-264 // pinned.kwargs["BLOCK_N"])
+    assert launches["tma"].grids == [min(2 * pinned.kwargs.get("OCCUPANCY", 1), tiles)]
+    assert launches["pointer"].grids == []
 
 
 def test_misaligned_operand_falls_back(launches: dict[str, _LaunchSpy]) -> None:

@@ -11,6 +11,10 @@ cast deviations. The GPU tests demand bit-exactness everywhere.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +249,24 @@ def test_gpu_public_api_bit_exact(granularity: str) -> None:
     ref_q, ref_scales = quantize_fp8_reference(x, granularity)
     assert torch.equal(scales, ref_scales)
     assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+
+
+PINNED_RUN = """
+import torch
+from kernels import quant
+x = torch.randn(40, 300, device="cuda" if torch.cuda.is_available() else "cpu")
+for granularity in ("rowwise", "tensorwise"):  # the 2-D quantiser, then the tensorwise one
+    q, scales = quant._quantize_triton(x, granularity, torch.float8_e4m3fn)
+    assert torch.equal(scales, quant._quantize_torch(x, granularity, torch.float8_e4m3fn)[1]), granularity
+"""
+
+
+def test_one_pinned_config_serves_both_quantisers() -> None:
+    # KERNELS_QUANT_CONFIG is read at import, hence a fresh interpreter; a pin written for the
+    # tensorwise kernel carries PER_SM and STAGES, which the 2-D kernel does not take (a compiled
+    # launch refuses unknown keys, so this fails on a GPU if they reach it; Triton's CPU interpreter
+    # ignores them, so on the CPU it checks only that the pinned run quantises correctly).
+    env = {**os.environ, quant.CONFIG_ENV: "ELEMS=1024,PER_SM=1,STAGES=2,num_warps=4"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", PINNED_RUN], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

@@ -20,7 +20,8 @@ takes transposed views directly). Scalings, for X and Y:
 
 Where quantising twice gives identical bits, the backward reuses the forward's work: tensorwise and
 128x128 quantisation commute with transposition, so b.T's fp8 copy is qb transposed, and tensorwise
-dOut is quantised once for both products.
+dOut is quantised once for both products. Those fp8 copies are transposed by `_transpose_kernel`
+(tiles through shared memory, so both the read and the write are coalesced).
 
 Gradient format (GRAD_FP8_DTYPE): dOut is cast to e5m2 for tensorwise, because a single scale over
 a whole gradient tensor must cover its full dynamic range, and e5m2 trades a mantissa bit for
@@ -87,6 +88,7 @@ from kernels._common import num_sms as device_sms
 
 BACKEND_ENV = "KERNELS_GEMM_BACKEND"
 CONFIG_ENV = "KERNELS_GEMM_FP8_CONFIG"
+TRANSPOSE_CONFIG_ENV = "KERNELS_FP8_TRANSPOSE_CONFIG"
 
 GRANULARITIES = ("tensorwise", "rowwise", "blockwise")
 GRAD_FP8_DTYPE: dict[str, torch.dtype] = {
@@ -617,9 +619,48 @@ def _quantize(x: torch.Tensor, kind: str, fp8_dtype: torch.dtype) -> tuple[torch
     return quant.quantize(x, kind, fp8_dtype)
 
 
+@triton.jit
+def _transpose_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """y (C x R) = x.T for a contiguous R x C x: one BLOCK_R x BLOCK_C tile per program, read along
+    x's rows and written along y's (the layout change goes through shared memory)."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    rows64, cols64 = rows.to(tl.int64), cols.to(tl.int64)
+    mask = (rows[:, None] < R) & (cols[None, :] < C)
+    tile = tl.load(x_ptr + rows64[:, None] * C + cols64[None, :], mask=mask)
+    tl.store(y_ptr + cols64[:, None] * R + rows64[None, :], tl.trans(tile), mask=tl.trans(mask))
+
+
+def _transpose_configs() -> list[triton.Config]:
+    return [
+        triton.Config({"BLOCK_R": r, "BLOCK_C": c}, num_warps=w)
+        for r, c, w in ((64, 64, 4), (64, 128, 4), (128, 64, 4), (128, 128, 8), (128, 256, 8))
+    ]
+
+
+_transpose_kernel_tuned = triton.autotune(
+    configs=pick_configs(
+        _transpose_configs(), triton.Config({"BLOCK_R": 64, "BLOCK_C": 64}, num_warps=4), TRANSPOSE_CONFIG_ENV
+    ),
+    key=["R", "C"],
+)(_transpose_kernel)
+
+
 def _transposed(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fp8 copy of x.T for quantisations that commute with transposition (tensorwise, 128x128)."""
-    return q.t().contiguous(), scales.t().contiguous()
+    """The fp8 copy of x.T for quantisations that commute with transposition (tensorwise, 128x128).
+    The torch backend copies with torch; ours with `_transpose_kernel` (a strided copy of 1-byte
+    elements reads or writes a few bytes per memory transaction). The scales are at most one per
+    128 x 128 block: torch copies them."""
+    if backend(BACKEND_ENV) == "torch" or not q.is_contiguous():
+        return q.t().contiguous(), scales.t().contiguous()
+    rows, cols = q.shape
+    bytes_t = torch.empty((cols, rows), dtype=torch.uint8, device=q.device)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (triton.cdiv(rows, meta["BLOCK_R"]), triton.cdiv(cols, meta["BLOCK_C"]))
+
+    _transpose_kernel_tuned[grid](q.view(torch.uint8), bytes_t, rows, cols)
+    return bytes_t.view(q.dtype), scales.t().contiguous()
 
 
 class _GemmFP8(torch.autograd.Function):

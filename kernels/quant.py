@@ -37,7 +37,12 @@ chunk of BLOCK_C columns (rowwise rows up to 8192 columns, every 1x128 block), e
 twice (amax pass, quantise pass; for contiguous rows the second read is mostly served from L2). For
 a transposed view chunks are 256 columns wide so that a program spans enough memory-contiguous
 rows. With a precomputed amax (strided tensorwise, after `_amax_kernel`, whose grid is the same
-tiling) it is a single elementwise pass.
+tiling) it is a single elementwise pass. Rowwise on a strided view whose rows are longer than one
+chunk (the transposed operands of the fp8 GEMM's backward: a.T, b.T, dOut.T) is two 2-D launches
+instead: `_row_amax_partials_kernel` writes each row's maximum over runs of SPLIT_CHUNKS chunks,
+and `_row_quant_partials_kernel` quantises 32 x 256 tiles, each reducing its rows' partials first;
+a view of a few thousand rows then keeps every SM busy, where one program per 16-64 rows walked
+each row's whole length twice.
 
 Tensorwise on unit-stride rows (the common case) is two launches that never sync the host:
 `_amax_partials_kernel` (persistent, one partial maximum per program into a scratch vector: no
@@ -52,6 +57,7 @@ Pointer layouts.
 - scales: float32, (R, G) or (ceil(R/128), G) or (1, 1), contiguous; G = number of column groups.
 - partials (`_quant_tensorwise_kernel`): float32[P], one |x| maximum per amax-pass program.
 - amax (tensorwise, `_quant_kernel`): float32[1], zero-initialised, reduced with atomic max.
+- partials (strided rowwise): float32, R x SPLITS, row-major, one |x| maximum per row and column run.
 """
 
 from __future__ import annotations
@@ -86,6 +92,11 @@ TILE_C = 2048
 # 128 registers a thread, so every program is resident and the persistent split stays even), 3
 # stages: two tiles in flight a program, 64 KB a SM for a pass that only reads.
 AMAX_ELEMS, AMAX_WARPS, AMAX_PER_SM, AMAX_STAGES = 8192, 8, 2, 3
+# Rowwise on a strided view (a transposed operand of the fp8 GEMM's backward): 32 x 256 tiles (a
+# 64-byte run of each memory row per column of the tile), and the amax pass split into runs of 8
+# chunks (2048 columns), so that a view of a few thousand rows still spreads over every SM instead
+# of one program walking each row band's whole length twice.
+SPLIT_BLOCK_R, SPLIT_CHUNKS = 32, 8
 # The interpreter has no SMs: a small odd stand-in makes its persistent loops run several tiles per
 # program, unevenly, as on a GPU.
 INTERPRETER_SMS = 3
@@ -249,6 +260,75 @@ def _amax_kernel(
 
 
 @triton.jit
+def _row_amax_partials_kernel(
+    x_ptr,
+    partial_ptr,
+    R,
+    C,
+    stride_xr,
+    stride_xc,
+    SPLITS,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    SPLIT_CHUNKS: tl.constexpr,
+):
+    """Rowwise |x| maxima of a strided view in pieces: program (r, s) folds rows r*BLOCK_R.. over
+    the s-th run of SPLIT_CHUNKS column chunks and writes one partial a row into partials[R, SPLITS]."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xr
+    first = tl.program_id(1) * SPLIT_CHUNKS * BLOCK_C
+    running = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
+    for c in range(0, SPLIT_CHUNKS):
+        cols = first + c * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (rows[:, None] < R) & (cols[None, :] < C)
+        x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
+        running = tl.maximum(running, tl.abs(x.to(tl.float32)))
+    tl.store(
+        partial_ptr + rows.to(tl.int64) * SPLITS + tl.program_id(1), tl.max(running, axis=1), mask=rows < R
+    )
+
+
+@triton.jit
+def _row_quant_partials_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    partial_ptr,
+    R,
+    C,
+    stride_xr,
+    stride_xc,
+    SPLITS,
+    FP8_MAX: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    SPLITS_POW2: tl.constexpr,
+):
+    """Quantise one BLOCK_R x BLOCK_C tile of a strided view rowwise, each row's scale from its
+    SPLITS partial maxima (max is exact in any order, so the scale is the one-pass kernel's); the
+    tiles of column 0 store the scales."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_mask = rows < R
+    rows64 = rows.to(tl.int64)
+    splits = tl.arange(0, SPLITS_POW2)
+    partials = tl.load(
+        partial_ptr + rows64[:, None] * SPLITS + splits[None, :],
+        mask=row_mask[:, None] & (splits[None, :] < SPLITS),
+        other=0.0,
+    )
+    scale, inv = _scale_and_inverse(tl.max(partials, axis=1), FP8_MAX, EPS)
+    mask = row_mask[:, None] & (cols[None, :] < C)
+    x = tl.load(
+        x_ptr + rows64[:, None] * stride_xr + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0
+    )
+    q = _quantize_tile(x.to(tl.float32), inv[:, None], FP8_MAX)
+    tl.store(q_ptr + rows64[:, None] * C + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64, scale, mask=row_mask & (tl.program_id(1) == 0))
+
+
+@triton.jit
 def _quant_kernel(
     x_ptr,
     q_ptr,
@@ -399,6 +479,24 @@ def _quantize_tensorwise(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor,
     )  # fmt: skip
 
 
+def _quantize_rowwise_split(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_max: float) -> None:
+    """Rowwise on a strided view with rows longer than one chunk: partial maxima over column runs,
+    then a 2-D grid of tiles that each reduce their rows' partials (two launches, all SMs busy)."""
+    rows, cols = x.shape
+    splits = triton.cdiv(cols, SPLIT_CHUNKS * STRIDED_BLOCK_C)
+    partials = torch.empty((rows, splits), dtype=torch.float32, device=x.device)
+    row_tiles = triton.cdiv(rows, SPLIT_BLOCK_R)
+    _row_amax_partials_kernel[(row_tiles, splits)](
+        x, partials, rows, cols, x.stride(0), x.stride(1), splits,
+        BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=SPLIT_CHUNKS, num_warps=4,
+    )  # fmt: skip
+    _row_quant_partials_kernel[(row_tiles, triton.cdiv(cols, STRIDED_BLOCK_C))](
+        x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,
+        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C,
+        SPLITS_POW2=triton.next_power_of_2(splits), num_warps=4,
+    )  # fmt: skip
+
+
 def _quantize_triton(
     x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -411,6 +509,8 @@ def _quantize_triton(
     unit_stride = x.stride(1) == 1 or cols == 1
     if granularity == "tensorwise" and unit_stride:
         _quantize_tensorwise(x, q, scales, fp8_max)
+    elif granularity == "rowwise" and not unit_stride and cols > STRIDED_BLOCK_C:
+        _quantize_rowwise_split(x, q, scales, fp8_max)
     elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
         widest = MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C

@@ -258,6 +258,29 @@ def test_torch_backend_agrees(monkeypatch: pytest.MonkeyPatch, granularity: str)
     _assert_backends_agree(monkeypatch, a, b, granularity, floor_db=40.0)
 
 
+# A single tile, partial tiles on either side, one row, one column: moving fp8 bytes is exact.
+@pytest.mark.parametrize(("rows", "cols"), [(64, 64), (70, 130), (130, 70), (1, 300), (257, 1)])
+@pytest.mark.parametrize("fp8_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_transpose_is_exact(rows: int, cols: int, fp8_dtype: torch.dtype) -> None:
+    q = (torch.randn(rows, cols, device=DEVICE) * 100).to(fp8_dtype)
+    scales = torch.rand(2, 3, device=DEVICE)
+    q_t, s_t = module._transposed(q, scales)
+    assert q_t.dtype == fp8_dtype and q_t.shape == (cols, rows) and q_t.is_contiguous()
+    assert torch.equal(q_t.view(torch.uint8), q.t().contiguous().view(torch.uint8))
+    assert torch.equal(s_t, scales.t())
+
+
+@pytest.mark.parametrize("config", module._transpose_configs(), ids=str)
+def test_every_transpose_config(config: Any) -> None:
+    """The autotuner may pick any of them; each one, launched as pinned, moves every byte."""
+    rows, cols = 300, 200  # partial tiles in both directions for every tile size
+    q = torch.randint(0, 256, (rows, cols), dtype=torch.uint8, device=DEVICE)
+    q_t = torch.empty((cols, rows), dtype=torch.uint8, device=DEVICE)
+    grid = (-(-rows // config.kwargs["BLOCK_R"]), -(-cols // config.kwargs["BLOCK_C"]))
+    module._transpose_kernel[grid](q, q_t, rows, cols, **config.kwargs, num_warps=config.num_warps)
+    assert torch.equal(q_t, q.t())
+
+
 @pytest.mark.parametrize("granularity", GRANULARITIES)
 def test_only_requested_gradients(monkeypatch: pytest.MonkeyPatch, granularity: str) -> None:
     """A frozen weight gets no gradient and the input still gets the right one; `.sum()` hands the

@@ -90,6 +90,9 @@ def _assert_matches_up_to_interpreter_casts(q: torch.Tensor, ref: torch.Tensor, 
         ("tensorwise", E4M3, 130, 3000, False),  # unit stride: partials pass, tiles in reverse
         ("block128", E4M3, 130, 300, False),  # 128x128 weight blocks with partial edges
         ("rowwise", E4M3, 200, 3, True),  # column-wise scales of a weight (rowwise dA's b.T)
+        ("rowwise", E4M3, 70, 3000, True),  # strided, split: two column runs, partial last chunk
+        ("rowwise", torch.float8_e5m2, 33, 257, True),  # strided, split: one run, one-column tail
+        ("rowwise", E4M3, 40, 2048, True),  # strided, split: exactly one full run
     ],
 )
 def test_random_inputs_match_reference(
@@ -221,6 +224,8 @@ def test_unknown_backend_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
         ("tensorwise", E4M3, 2048, 3000, True),  # global amax via atomics (strided fallback)
         ("block128", E4M3, 1000, 4100, False),  # weight blocks with partial edges
         ("rowwise", E4M3, 4096, 1024, True),  # column scales of a weight
+        ("rowwise", E4M3, 4096, 8192, True),  # a.T of the backward: four column runs
+        ("rowwise", E4M3, 1000, 5000, True),  # odd sizes, partial run and chunk
     ],
 )
 def test_gpu_bit_exact_against_reference(

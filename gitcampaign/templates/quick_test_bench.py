@@ -90,12 +90,14 @@ SHAPE_FIELDS = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
 POOL_L2_MULTIPLE = 4  # bytes prepared between a set's making and its use, in L2 sizes
 POOL_MAX_SETS = 1024  # tiny shapes: enough sets, bounded host time to make them
 # Under its power limit the H200 hunts: the SM clock swings 10-20% within a few hundred ms (seen with
-# NVML, 2026-11-29). Windows of a second average the swings out; 0.35 s windows left 1-2% between
-# processes and up to 6% against an outside clock.
+# NVML, 2026-11-29). Fixed counts of 100 calls (0.03-0.35 s windows, no settling) left 1-2% between
+# processes; with the settle rule, windows of at least 0.5 s after at least 0.5 s of pre-roll spread
+# no more than windows of 1 s after 1 s (bf16 GEMM, 8B gate_up and down, six processes each,
+# 2026-11-30: step CV 0.31-0.41% against 0.27-0.42%, A/A 0.26% against 0.52%) and save ~2 s a shape.
 PREROLL_CHUNK_S = 0.25  # the clock is read after each chunk of pre-roll calls
-PREROLL_MIN_S, PREROLL_MAX_S = 1.0, 4.0
+PREROLL_MIN_S, PREROLL_MAX_S = 0.5, 4.0
 SETTLED_CLOCK = 0.03  # two successive chunks' median SM clocks this close: settled
-TIMED_MIN_S = 1.0  # a timed window lasts at least this long: more calls per repeat when calls are short
+TIMED_MIN_S = 0.5  # a timed window lasts at least this long: more calls per repeat when calls are short
 MAX_TIMED_CALLS = 20_000
 CLOCK_MOVED_WARN = 0.03  # warn when the SM clock drifts more than this within a timed window
 MONITOR_PERIOD_S = 0.01  # NVML sampling period

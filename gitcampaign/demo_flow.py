@@ -6,8 +6,9 @@ with small tiles, its focused test, the CPU shapes, and the scripted rounds (`ro
 helps (bigger, autotuned tiles), one planted slower (tiny tiles), one planted wrong (the K loop skips
 its last tile), committed past the hooks, that validate's test gate must reject before measuring it.
 None of it follows the project's own kernels/gemm.py, so the demo keeps working while campaigns
-change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, Llama
-shapes. Like `loop`, it drives the verbs of `commands/` from outside them.
+change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, two Llama
+shapes; two interleaved pairs per measurement on both. Like `loop`, it drives the verbs of `commands/`
+from outside them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from gitcampaign.refs import CampaignRef
 NAME = "gemm-demo"
 DEMO_DATA = Path(__file__).resolve().parent / "demo"
 PROJECT_DIRS = ("kernels", "tests")  # copied from DEMO_DATA into the scratch repo
-CPU_SHAPES = "shapes-cpu.yaml"
+CPU_SHAPES, GPU_SHAPES = "shapes-cpu.yaml", "shapes-gpu.yaml"
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,8 @@ def _scratch_repo(root: Path, gpu: bool) -> str:
     for name in PROJECT_DIRS:
         shutil.copytree(DEMO_DATA / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "README.md").write_text("Scratch project of `git campaign demo`: a plain Triton GEMM.\n")
-    shapes = "llama3.1-8b:mbs=1"
-    if not gpu:
-        shutil.copy(DEMO_DATA / CPU_SHAPES, root / CPU_SHAPES)
-        shapes = CPU_SHAPES
+    shapes = GPU_SHAPES if gpu else CPU_SHAPES
+    shutil.copy(DEMO_DATA / shapes, root / shapes)
     _git(root, "init", "-q", "-b", "main")
     _git(root, "add", ".")
     _git(
@@ -131,7 +130,7 @@ def demo(
     gpu = _has_cuda()
     root = root.resolve()
     echo(
-        f"demo: scratch repo {root} ({'GPU, Llama-3.1-8B shapes' if gpu else 'no GPU: Triton interpreter, small shapes'})"
+        f"demo: scratch repo {root} ({'GPU, two Llama-3.1-8B shapes' if gpu else 'no GPU: Triton interpreter, small shapes'})"
     )
     shapes = _scratch_repo(root, gpu)
     identity = {"user.name": "gitcampaign demo", "user.email": "demo@gitcampaign.invalid"}
@@ -144,10 +143,10 @@ def demo(
             name=NAME,
             op="gemm",
             metric="step",
-            shapes=str(root / shapes) if not gpu else shapes,
+            shapes=str(root / shapes),
             test_command="python tests/check_gemm.py",
             quick_command=f"python campaigns/{NAME}/{C.HARNESS_FILE}{repeats}",
-            pairs=3 if gpu else 2,
+            pairs=2,
             max_iterations=rounds,
             timeout_s=1800,
         ),

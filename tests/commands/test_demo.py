@@ -12,7 +12,16 @@ import pytest
 import yaml
 
 from gitcampaign import constants as C
-from gitcampaign.demo_flow import DEMO_DATA, NAME, PROJECT_DIRS, apply_edits, demo, scripted_rounds
+from gitcampaign.demo_flow import (
+    DEMO_DATA,
+    GPU_SHAPES,
+    NAME,
+    PROJECT_DIRS,
+    apply_edits,
+    demo,
+    scripted_rounds,
+)
+from gitcampaign.shapes import preset
 
 
 def git(root: Path, *args: str) -> str:
@@ -70,3 +79,13 @@ def test_the_demo_project_is_its_own_frozen_data(tmp_path: Path) -> None:
     assert failed.returncode != 0 and "SNR" in failed.stderr
     kernel = (tmp_path / "kernels" / "gemm.py").read_text()
     assert "tl.cdiv(K, BLOCK_K) - 1)" in kernel and "_config(32, 32, 32, 2, 1)" in kernel
+
+
+def test_the_gpu_demo_shapes_are_the_presets_own() -> None:
+    """On a GPU the demo measures two shapes of the Llama-3.1-8B preset, exactly as the preset has them."""
+    shapes = yaml.safe_load((DEMO_DATA / GPU_SHAPES).read_text())
+    by_label = {shape.label: shape for shape in preset("llama3.1-8b:mbs=1")}
+    assert len(shapes) == 2
+    for entry in shapes:
+        reference = by_label[entry["label"]]
+        assert (entry["M"], entry["N"], entry["K"]) == (reference.M, reference.N, reference.K)

@@ -11,7 +11,10 @@ Sections, each printed as it finishes:
    about a minute).
 3. whole op (quantisation + GEMMs) forward and forward+backward against F.linear in bf16, and against
    the fp8 torch backend (torch quantiser + cuBLAS); 3b. where one step's GPU time goes, kernel by
-   kernel (torch.profiler). Then the autotuner's pick for each product.
+   kernel (torch.profiler); 3c. the host's time to launch one step, with the GPU kept busy so that
+   the host never waits, and where the first layer's host time goes (cProfile). do_bench's whole-op
+   figures include the host's time where it exceeds the GPU's (the quick harness hides launches).
+   Then the autotuner's pick for each product.
 4. per-config timings of the TMA kernel, each config of its autotune list pinned in turn (compile or
    launch errors printed per config).
 
@@ -248,6 +251,51 @@ def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> Non
                 print(f"   {ms:8.3f} {100 * ms / total:5.1f}% x{count:<3.0f} {kernel[:90]}")
 
 
+def _host_ms(step: Callable[[], object], steps: int = 20) -> float:
+    """Host milliseconds to launch one step while the GPU is busy with a long spin (nothing waits)."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # ~1 s of GPU cycles: the launches below queue behind it
+    began = time.perf_counter()
+    for _ in range(steps):
+        step()
+    host = (time.perf_counter() - began) / steps * 1e3
+    torch.cuda.synchronize()
+    return host
+
+
+def time_host(layers: list[tuple[str, int, int, int]], top: int = 15) -> None:
+    """Host time per forward+backward step: ours per granularity and bf16 F.linear's."""
+    import cProfile
+    import pstats
+
+    print(f"\n== 3c. host ms to launch one step (GPU kept busy; compare 3b's GPU ms) {_elapsed()}")
+    for index, (name, m, n, k) in enumerate(layers):
+        a, b, grad = _inputs(m, n, k)
+        a.requires_grad_()
+        b.requires_grad_()
+        bf16 = _host_ms(functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad))
+        ours = {
+            granularity: functools.partial(
+                _grads_of, functools.partial(fp8.gemm_fp8, a, b, granularity), a, b, grad
+            )
+            for granularity in fp8.GRANULARITIES
+        }
+        print(
+            f"{name:<8} bf16 {bf16:.3f}  "
+            + "  ".join(f"{g} {_host_ms(step):.3f}" for g, step in ours.items())
+        )
+        if index == 0:
+            for granularity, step in ours.items():
+                torch.cuda._sleep(2_000_000_000)
+                profiler = cProfile.Profile()
+                profiler.runcall(lambda: [step() for _ in range(10)])  # noqa: B023
+                torch.cuda.synchronize()
+                print(f"-- {name} {granularity}: host functions by own time, 10 steps")
+                pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def _config_name(config: triton.Config) -> str:
     kw = config.kwargs
     return (
@@ -301,6 +349,7 @@ def main() -> None:
     time_kernels(layers, pointer=args.pointer)
     time_whole_op(layers)
     time_breakdown(layers)
+    time_host(layers)
     print_picks()
     if not args.skip_configs:
         time_configs(layers)

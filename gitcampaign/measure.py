@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,7 +87,8 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     One cache directory per content of the tree outside `campaigns/` (whose manifest and report are
     bookkeeping, not code): the processes of one side of a validation, and the incumbent across
     validations, reuse what the first compiled and tuned, while a candidate that changed any file
-    starts from an empty cache, never from the incumbent's tuning. Triton's own keys (the
+    gets a directory of its own, never the incumbent's tuning (validate seeds it with the
+    incumbent's compiled kernels only: seed_triton_cache). Triton's own keys (the
     @triton.jit source, the config list, the tuning key) would miss a change outside the jitted
     function, such as a launcher's grid or a heuristic, and reuse timings that no longer hold.
     """
@@ -103,6 +105,47 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     key = hashlib.sha256(repr(sorted(code.items())).encode()).hexdigest()[:40]
     cache = g.common_dir(repo).resolve() / "campaign" / "triton-cache" / key
     return {"TRITON_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}
+
+
+def seed_triton_cache(incumbent: Path, candidate: Path) -> int:
+    """Start the candidate tree's Triton cache with the incumbent's compiled kernels, never with its
+    autotune results; returns how many kernels were added.
+
+    Triton keys a compiled kernel on its jitted source (with the jitted functions it calls), its
+    specialisation and its compile options, so a kernel the round changed finds none of these
+    entries and is compiled afresh, while the kernels it left alone skip compilation in the
+    candidate's first process. An autotune result (`*.autotune.json`) is keyed on less (see
+    triton_cache_env): those entries stay behind, and every kernel is tuned again on the candidate's
+    code. Entries are hard links where the file system allows (Triton replaces files, never writes
+    into them), each entry copied under a temporary name and renamed, so a reader never sees half.
+    """
+    source = Path(triton_cache_env(incumbent)["TRITON_CACHE_DIR"])
+    target = Path(triton_cache_env(candidate)["TRITON_CACHE_DIR"])
+    if source == target or not source.is_dir():
+        return 0
+    target.mkdir(parents=True, exist_ok=True)
+    added = 0
+    for entry in sorted(source.iterdir()):
+        files = list(entry.iterdir()) if entry.is_dir() else []
+        if (
+            not files
+            or any(f.name.endswith(".autotune.json") for f in files)
+            or (target / entry.name).exists()
+        ):
+            continue
+        staging = target / f".{entry.name}.{os.getpid()}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            shutil.copytree(entry, staging, copy_function=os.link)
+        except OSError:  # another file system, or no hard links: copy
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(entry, staging)
+        try:
+            staging.rename(target / entry.name)
+            added += 1
+        except OSError:  # another process put it there first
+            shutil.rmtree(staging, ignore_errors=True)
+    return added
 
 
 def run_logged(

@@ -1,9 +1,11 @@
 """Triton's cache across the processes of a measurement (issue 8, "a GPU loop that fits"): each git
 tree measured gets its own TRITON_CACHE_DIR with autotune results kept, so the processes of one side
-reuse what the first compiled and tuned, while a candidate never starts from the incumbent's tuning."""
+reuse what the first compiled and tuned, while a candidate never starts from the incumbent's tuning;
+it starts with the incumbent's compiled kernels only."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -14,17 +16,25 @@ from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.constants import ACCEPTED
-from gitcampaign.measure import triton_cache_env
+from gitcampaign.measure import seed_triton_cache, triton_cache_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_project import git, make_project, set_kernel  # noqa: E402
 
-# The quick command: records the cache it was given and the kernel it measures, then runs bench.py.
-RECORDING_BENCH = """import os, runpy, sys
+# The quick command: records the cache it was given, what that cache held, and the kernel it
+# measures; then leaves there a compiled kernel and an autotune result named after that kernel
+# (as Triton would) and runs bench.py.
+RECORDING_BENCH = """import hashlib, os, runpy, sys
 from pathlib import Path
+cache = Path(os.environ["TRITON_CACHE_DIR"])
+kernel = Path("kernel.py").read_text().replace("\\n", " ")
+held = ",".join(sorted(p.name for p in cache.iterdir())) if cache.is_dir() else ""
 with open(os.environ["RECORD_CACHE"], "a") as record:
-    kernel = Path("kernel.py").read_text().replace("\\n", " ")
-    record.write(f"{os.environ['TRITON_CACHE_DIR']}|{os.environ['TRITON_CACHE_AUTOTUNING']}|{kernel}\\n")
+    record.write(f"{cache}|{os.environ['TRITON_CACHE_AUTOTUNING']}|{kernel}|{held}\\n")
+name = hashlib.sha256(kernel.encode()).hexdigest()[:8]
+for entry, file in ((f"bin-{name}", "k.cubin"), (f"tune-{name}", "k.autotune.json")):
+    (cache / entry).mkdir(parents=True, exist_ok=True)
+    (cache / entry / file).write_text(kernel)
 sys.argv = ["bench.py", *sys.argv[1:]]
 runpy.run_path("bench.py", run_name="__main__")
 """
@@ -34,10 +44,20 @@ def records(path: Path) -> dict[str, set[str]]:
     """Kernel text -> the cache directories its runs were given (every run keeping autotune results)."""
     seen: dict[str, set[str]] = {}
     for line in path.read_text().splitlines():
-        cache, autotuning, kernel = line.split("|")
+        cache, autotuning, kernel, _ = line.split("|")
         assert autotuning == "1"
         seen.setdefault(kernel, set()).add(cache)
     return seen
+
+
+def first_held(path: Path, kernel: str) -> set[str]:
+    """What the cache of `kernel`'s tree held when its first run started."""
+    line = next(line for line in path.read_text().splitlines() if line.split("|")[2] == kernel)
+    return set(filter(None, line.split("|")[3].split(",")))
+
+
+def entry(kernel: str) -> str:
+    return hashlib.sha256(kernel.encode()).hexdigest()[:8]
 
 
 def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,6 +108,39 @@ def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest
     common = Path(git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
     for (directory,) in caches.values():
         assert Path(directory).parent == common / "campaign" / "triton-cache"
+    # Each candidate's first run found the incumbent's compiled kernels, and none of its tuning.
+    assert first_held(record, faster) == {f"bin-{entry(start)}"}
+    assert first_held(record, tidied) == {f"bin-{entry(start)}", f"bin-{entry(faster)}"}
+
+
+def test_seeding_copies_compiled_kernels_only(tmp_path: Path) -> None:
+    """seed_triton_cache: the incumbent's compiled kernels reach the candidate's cache whole; its
+    autotune results, and entries the candidate already holds, stay as they are."""
+    root = make_project(tmp_path / "proj")
+    base = root / ".git" / "campaign" / "worktrees" / "demo"
+    trees = {role: base / role for role in ("incumbent", "candidate")}
+    for role, tree in trees.items():
+        tree.mkdir(parents=True)
+        (tree / "kernel.py").write_text(f"SPEED = {100.0 if role == 'incumbent' else 150.0}\n")
+    source, target = (Path(triton_cache_env(tree)["TRITON_CACHE_DIR"]) for tree in trees.values())
+    for name, files in {
+        "compiled": {"k.cubin": "binary", "__grp__k.json": "{}"},
+        "tuned": {"k.autotune.json": "{}"},
+        "both": {"k.cubin": "incumbent's"},
+    }.items():
+        (source / name).mkdir(parents=True)
+        for file, text in files.items():
+            (source / name / file).write_text(text)
+    (target / "both").mkdir(parents=True)
+    (target / "both" / "k.cubin").write_text("candidate's")
+
+    assert seed_triton_cache(trees["incumbent"], trees["candidate"]) == 1
+    assert sorted(p.name for p in target.iterdir()) == ["both", "compiled"]  # no staging left over
+    assert (target / "compiled" / "k.cubin").read_text() == "binary"
+    assert (target / "compiled" / "__grp__k.json").exists()
+    assert (target / "both" / "k.cubin").read_text() == "candidate's"
+    assert seed_triton_cache(trees["incumbent"], trees["candidate"]) == 0  # nothing new
+    assert seed_triton_cache(trees["incumbent"], trees["incumbent"]) == 0  # one tree, one cache
 
 
 def test_workspace_copies_are_keyed_by_their_own_files(tmp_path: Path) -> None:

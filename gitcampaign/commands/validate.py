@@ -34,6 +34,7 @@ from gitcampaign.measure import (
     run_dir,
     run_logged,
     samples,
+    seed_triton_cache,
     triton_cache_env,
     worktrees,
 )
@@ -355,6 +356,7 @@ def _measure(
         if ready.reason is not None:
             result.reasons, result.notes = [ready.reason], ready.notes
             return None
+        seed_triton_cache(trees[INCUMBENT], trees[CANDIDATE])
         session = 0
         while True:
             session += 1

@@ -448,6 +448,16 @@ def test_clock_drift_is_judged_on_thirds_not_on_the_swings() -> None:
     assert window.clock_moved == 0.0 and "no clock record" in window.describe()
 
 
+def test_a_window_says_when_the_host_cannot_keep_up() -> None:
+    """The harness times GPU work with the launch hidden; its log says when launching a call takes
+    the host longer than the GPU takes to run it (a step that does not run ahead pays the host's)."""
+    host_bound = qtb.Window("x backward", 100, 2, 600.0, 1.0, True, [], 2.0, host_ms=1.7, gpu_ms=1.03)
+    assert host_bound.host_bound
+    assert "a call: host 1.700 ms to launch, GPU 1.030 ms" in host_bound.describe()
+    assert host_bound.summary()["host_ms"] == 1.7 and host_bound.summary()["gpu_ms"] == 1.03
+    assert not qtb.Window("x forward", 100, 2, 600.0, 1.0, True, [], 2.0, host_ms=0.05, gpu_ms=1.0).host_bound
+
+
 @GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", ["triton", "torch"])

@@ -996,6 +996,13 @@ class Window:
     settled: bool
     samples: list[tuple[float, float, float]]
     wall_s: float = 0.0  # all of it: the pool's inputs, launch probes, pre-roll, timed calls, drain
+    host_ms: float = math.nan  # the host's time to launch one call (fastest probe, GPU idle)
+    gpu_ms: float = math.nan  # the GPU's time for one call (median of the timed calls)
+
+    @property
+    def host_bound(self) -> bool:
+        """Launching a call takes the host longer than the GPU takes to run it."""
+        return self.host_ms > self.gpu_ms
 
     def summary(self) -> dict[str, object]:
         record: dict[str, object] = {
@@ -1008,6 +1015,8 @@ class Window:
             "samples": len(self.samples),
             "clock_moved": round(self.clock_moved, 4),
             "wall_s": round(self.wall_s, 3),
+            "host_ms": round(self.host_ms, 4),
+            "gpu_ms": round(self.gpu_ms, 4),
         }
         for index, name in enumerate(("sm_mhz", "power_w", "temp_c")):
             values = [sample[index] for sample in self.samples]
@@ -1036,7 +1045,8 @@ class Window:
         text = (
             f"{self.what}: {self.calls} calls back to back after {self.preroll_s:.2f} s of pre-roll"
             f"{'' if self.settled else ' (clock not settled)'}, inputs from a pool of {self.pool_sets} "
-            f"sets ({self.pool_mb:.0f} MB), {self.wall_s:.2f} s in all"
+            f"sets ({self.pool_mb:.0f} MB), {self.wall_s:.2f} s in all; a call: host {self.host_ms:.3f} ms "
+            f"to launch, GPU {self.gpu_ms:.3f} ms"
         )
         if not self.samples:
             return text + "; no clock record"
@@ -1156,7 +1166,7 @@ class Clock:
             pool.append(prepare())
 
         # Launch time of one call as the host sees it, with the GPU idle (the worst case).
-        launch_s, call_s = 0.0, 0.0
+        launches, call_s = [], 0.0
         for _ in range(LAUNCH_PROBES):
             call = pool.popleft()
             start, end = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
@@ -1165,12 +1175,12 @@ class Clock:
             start.record()
             call()
             end.record()
-            launch_s = max(launch_s, self.perf_counter() - began)
+            launches.append(self.perf_counter() - began)
             del call
             pool.append(prepare())
             end.synchronize()
             call_s = max(call_s, start.elapsed_time(end) * 1e-3)
-        cover_cycles = int(min(max(2.0 * launch_s, MIN_COVER_S), MAX_COVER_S) * SPIN_CYCLES_PER_S)
+        cover_cycles = int(min(max(2.0 * max(launches), MIN_COVER_S), MAX_COVER_S) * SPIN_CYCLES_PER_S)
 
         # The host reads the clock between chunks without waiting for the GPU: once the launch queue
         # is full it goes at the GPU's pace, so host time measures the pre-roll, and the GPU never
@@ -1213,6 +1223,7 @@ class Clock:
         while pool:
             pool.popleft()()
         torch.cuda.synchronize(device)
+        times = [float(start.elapsed_time(end)) for start, end in events]
         window = Window(
             what,
             calls,
@@ -1222,9 +1233,18 @@ class Clock:
             settled,
             samples,
             self.perf_counter() - window_began,
+            min(launches) * 1e3,
+            statistics.median(times),
         )
         self.windows.append(window)
         print(f"quick_test_bench: {window.describe()}", file=sys.stderr)
+        if window.host_bound:
+            print(
+                f"quick_test_bench: {what}: WARNING: host-bound: launching a call takes the host "
+                f"{window.host_ms:.3f} ms, running it the GPU {window.gpu_ms:.3f} ms. The figure is GPU "
+                "time (the launch is hidden); a training step whose host does not run ahead pays the host's",
+                file=sys.stderr,
+            )
         if window.clock_moved > CLOCK_MOVED_WARN:
             print(
                 f"quick_test_bench: {what}: WARNING: the SM clock drifted {100 * window.clock_moved:.1f}% "
@@ -1232,7 +1252,7 @@ class Clock:
                 "clock states",
                 file=sys.stderr,
             )
-        return [float(start.elapsed_time(end)) for start, end in events]
+        return times
 
 
 def synchronize(device: Any) -> None:

@@ -126,7 +126,7 @@ def seed_triton_cache(incumbent: Path, candidate: Path) -> int:
     target.mkdir(parents=True, exist_ok=True)
     added = 0
     for entry in sorted(source.iterdir()):
-        files = list(entry.iterdir()) if entry.is_dir() else []
+        files = list(entry.iterdir()) if entry.is_dir() and not entry.name.startswith(".") else []
         if (
             not files
             or any(f.name.endswith(".autotune.json") for f in files)

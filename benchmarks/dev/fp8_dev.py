@@ -241,12 +241,21 @@ def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> Non
         a, b, grad = _inputs(m, n, k)
         a.requires_grad_()
         b.requires_grad_()
+        bf16 = sum(
+            ms
+            for ms, _ in _kernel_times(
+                functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad)
+            ).values()
+        )
         for granularity in fp8.GRANULARITIES:
             op = functools.partial(fp8.gemm_fp8, a, b, granularity)
             times = _kernel_times(functools.partial(_grads_of, op, a, b, grad))
             total = sum(ms for ms, _ in times.values())
             launches = sum(count for _, count in times.values())
-            print(f"-- {name} {granularity}: {total:.3f} ms in {launches:.0f} launches")
+            print(
+                f"-- {name} {granularity}: {total:.3f} ms in {launches:.0f} launches; bf16 F.linear "
+                f"{bf16:.3f} ms, speed {bf16 / total:.2f}"
+            )
             for kernel, (ms, count) in sorted(times.items(), key=lambda item: -item[1][0])[:top]:
                 print(f"   {ms:8.3f} {100 * ms / total:5.1f}% x{count:<3.0f} {kernel[:90]}")
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gitcampaign.shapes import Shape, preset  # noqa: E402
 from gitcampaign.templates.quick_test_bench import SNR_THRESHOLDS_DB, snr_db  # noqa: E402
 from kernels import gemm as gemm_module  # noqa: E402
-from kernels._common import tma_config  # noqa: E402
+from kernels._common import num_sms, tma_config  # noqa: E402
 
 MODELS = {"8b": "llama3.1-8b:mbs=1", "70b": "llama3.1-70b:mbs=1"}
 SNR_FLOOR_DB = SNR_THRESHOLDS_DB["bfloat16"]
@@ -178,7 +178,7 @@ def main() -> int:
         configs += extra_configs()
     print(
         f"gemm_dev {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
-        f"{torch.cuda.get_device_name()} ({torch.cuda.get_device_properties(0).multi_processor_count} SMs), "
+        f"{torch.cuda.get_device_name()} ({num_sms(torch.device('cuda'), 0)} SMs), "
         f"torch {torch.__version__}, triton {triton.__version__}, bf16"
         + (f"; {gemm_module.CONFIG_ENV}={pinned} pins the list" if pinned else "")
     )

@@ -46,9 +46,8 @@ class ReportResult:
     ratio: float
     ci: tuple[float, float]
     termination: list[str]
-    acceptance: str = (
-        "none"  # passed, failed (recorded with --record-failures) or none (no acceptance command)
-    )
+    # passed, failed (recorded with --record-failures) or none (no acceptance command)
+    acceptance: str = "none"
     clean_diff: bool = True
     warnings: list[str] = field(default_factory=list)
 

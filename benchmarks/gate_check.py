@@ -2,14 +2,15 @@
 
     python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
     python3 benchmarks/gate_check.py spread OUT [--processes 5] [--harness-args "--preroll-s 0.5"]
+        [--op gemm_fp8_tensorwise --pick 1,0]
 
 agreement: for each op, the harness and the independent back-to-back measurement
 (`python -m gitcampaign.crosscheck`, what `git campaign calibrate` runs: one process, both backends
 interleaved in --rounds ABBA rounds per shape) for the triton and the torch backend on the first N
 shapes (OP:N, default 2) of the op's preset; prints the agreement table (markdown), rewritten after
 each op.
-spread: the quick harness for gemm (triton) in --processes processes of one commit on --shapes shapes,
-each process's figures and wall time, the process-to-process spread and the A/A noise floor of
+spread: the quick harness for --op (default gemm; triton) in --processes processes of one commit on
+the --pick shapes of its preset (default 2,3: 8B gate_up and down), each process's figures and wall time, the process-to-process spread and the A/A noise floor of
 consecutive pairs (`gitcampaign.decision.noise_floor`, as BASELINE computes it); --harness-args
 passes options to the harness (shorter pre-rolls or windows: what they save against what they cost
 in spread).
@@ -171,9 +172,11 @@ def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
     print("\n".join(lines))
 
 
-def spread(out: Path, processes: int, shape_count: int, timeout_s: float, harness_args: list[str]) -> None:
-    harness = harness_copy("gemm", "triton")
-    shapes = [preset("llama3.1-8b:mbs=1")[index] for index in (2, 3)[:shape_count]]
+def spread(
+    out: Path, processes: int, op: str, pick: list[int], timeout_s: float, harness_args: list[str]
+) -> None:
+    harness = harness_copy(op, "triton")
+    shapes = [preset(PRESETS[op])[index] for index in pick]
     shapes_file = out / "spread.shapes.yaml"
     shapes_file.write_text(dump_shapes(shapes))
     tables, walls = [], []
@@ -192,7 +195,7 @@ def spread(out: Path, processes: int, shape_count: int, timeout_s: float, harnes
                     *harness_args,
                 ],
                 cwd=ROOT,
-                env=child_env(),
+                env=child_env(op),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 timeout=timeout_s,
@@ -253,7 +256,11 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--ops", default=",".join(PRESETS))
     parser.add_argument("--processes", type=int, default=5)
-    parser.add_argument("--shapes", type=int, default=2, help="spread: 8B gate_up, then down")
+    parser.add_argument("--shapes", type=int, default=2, help="spread: how many of the --pick shapes")
+    parser.add_argument("--op", default="gemm", choices=PRESETS, help="spread: the op")
+    parser.add_argument(
+        "--pick", default="2,3", help="spread: indices into the op's preset (8B: qkv,o,gate_up,down)"
+    )
     parser.add_argument("--rounds", type=int, default=4, help="agreement: ABBA rounds per shape")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
     parser.add_argument("--harness-args", default="", help="spread: options for the harness, one string")
@@ -263,7 +270,8 @@ def main() -> None:
     if args.stage == "agreement":
         agreement(args.out, args.ops.split(","), args.rounds, args.timeout)
     else:
-        spread(args.out, args.processes, args.shapes, args.timeout, shlex.split(args.harness_args))
+        pick = [int(index) for index in args.pick.split(",")][: args.shapes]
+        spread(args.out, args.processes, args.op, pick, args.timeout, shlex.split(args.harness_args))
 
 
 if __name__ == "__main__":

@@ -456,6 +456,56 @@ def test_a_window_says_when_the_host_cannot_keep_up() -> None:
     assert "a call: host 1.700 ms to launch, GPU 1.030 ms" in host_bound.describe()
     assert host_bound.summary()["host_ms"] == 1.7 and host_bound.summary()["gpu_ms"] == 1.03
     assert not qtb.Window("x forward", 100, 2, 600.0, 1.0, True, [], 2.0, host_ms=0.05, gpu_ms=1.0).host_bound
+    covered = qtb.Window("x", 100, 2, 600.0, 1.0, True, [], 2.0, host_ms=1.7, gpu_ms=1.03, covered=100)
+    assert "100 of the timed calls after a spin" in covered.describe() and covered.summary()["covered"] == 100
+
+
+class FakeEnd:
+    """A CUDA end event the test completes by hand."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def query(self) -> bool:
+        return self.done
+
+
+def run_cover(cover: object, ends: list[FakeEnd]) -> list[bool]:
+    """Launch one call per event; the GPU finishes the ones marked done before the next check."""
+    spins = []
+    for end in ends:
+        spins.append(cover.needed())  # type: ignore[attr-defined]
+        cover.launched(end)  # type: ignore[attr-defined]
+    return spins
+
+
+def test_the_launch_cover_spins_until_enough_is_queued() -> None:
+    """A spin goes before a call whenever the calls queued ahead of it cannot hide its launch; not only
+    when the GPU has caught up (a host-bound op's calls would then hold part of their own launch)."""
+    # GPU-bound (the GEMM backward: 3.2 ms on the GPU, 1.5 ms to launch): spins for the first two
+    # calls only (the call at the head is taken as almost done); two queued ahead cover a launch.
+    cover = qtb.Cover(launch_s=1.5e-3, call_s=3.2e-3)
+    assert cover.cycles == int(3e-3 * qtb.SPIN_CYCLES_PER_S) and cover.step_s == 3.2e-3
+    assert run_cover(cover, [FakeEnd() for _ in range(5)]) == [True, True, False, False, False]
+    assert cover.covered == 2
+    # Host-bound (0.36 ms to launch a 0.26 ms call): the GPU is never far enough ahead, every call
+    # gets a spin, even while the previous call still runs.
+    cover = qtb.Cover(launch_s=0.36e-3, call_s=0.26e-3)
+    assert cover.step_s == pytest.approx(0.26e-3 + 0.72e-3)
+    ends = [FakeEnd() for _ in range(4)]
+    spins = []
+    for index, end in enumerate(ends):
+        spins.append(cover.needed())
+        cover.launched(end)
+        if index:
+            ends[index - 1].done = True  # the GPU finishes a call while the next one launches
+    assert spins == [True] * 4 and cover.covered == 4 and len(cover.pending) == 2
+    # Four calls queued ahead (three whole, the head nearly done) hide the launch: no spin.
+    cover = qtb.Cover(launch_s=0.36e-3, call_s=0.26e-3)
+    assert run_cover(cover, [FakeEnd() for _ in range(6)]) == [True, True, True, True, False, False]
+    # The spin has bounds: a hiccup in the probes cannot stall the GPU for long.
+    assert qtb.Cover(launch_s=1.0, call_s=1e-3).cover_s == qtb.MAX_COVER_S
+    assert qtb.Cover(launch_s=1e-6, call_s=1e-6).cover_s == qtb.MIN_COVER_S
 
 
 @GPU

@@ -64,6 +64,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn, Protocol
 
+LOADED = time.perf_counter()  # the process's time before this is Python's own start-up
+
 OP = "__OP__"
 BACKEND = "__BACKEND__"
 
@@ -102,7 +104,7 @@ MAX_TIMED_CALLS = 20_000
 CLOCK_MOVED_WARN = 0.03  # warn when the SM clock drifts more than this within a timed window
 MONITOR_PERIOD_S = 0.01  # NVML sampling period
 LAUNCH_PROBES = 3  # calls timed with the GPU idle to size the launch cover
-MIN_COVER_S, MAX_COVER_S = 20e-6, 2e-3  # spin length bounds when the host does not keep ahead
+MIN_COVER_S, MAX_COVER_S = 20e-6, 5e-3  # spin length bounds when the host does not keep ahead
 SPIN_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; at a lower clock the spin only lasts longer
 SNR_CHUNK = 1 << 26  # elements per float64 chunk of the SNR sums (512 MB)
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
@@ -984,6 +986,40 @@ class GpuMonitor:
             samples.append(self.sample())
 
 
+class Cover:
+    """Whether the GPU has enough queued to hide the host's launch of the next call; if not, a spin
+    (torch.cuda._sleep) goes before the call's start event, so the interval holds the GPU's time only.
+
+    The queued work is counted in whole calls still running or waiting, the one at the head taken
+    as almost done. Checking only whether the GPU had caught up is not enough: where launching a call
+    takes the host longer than running it (fp8 ops of ~10 Triton launches, 0.3-1 ms of host time),
+    the GPU finishes call i while the host is half-way through launching call i + 1, whose interval
+    then holds part of the launch (8B o-projection forward, fp8 tensorwise, 2026-11-30: the median
+    call read 0.26 ms in one process and 0.45-0.57 ms in others, an A/A floor of 8.4%).
+    There every call gets a spin, and the calls run one at a time: host-bound, the GPU cannot run them
+    back to back, and a training step hides such launches only behind other work."""
+
+    def __init__(self, launch_s: float, call_s: float) -> None:
+        self.cover_s = min(max(2.0 * launch_s, MIN_COVER_S), MAX_COVER_S)
+        self.cycles = int(self.cover_s * SPIN_CYCLES_PER_S)
+        self.call_s = max(call_s, 1e-9)
+        # GPU time a call takes in the window: with a spin each where the host is the bound
+        self.step_s = self.call_s + (self.cover_s if launch_s >= call_s else 0.0)
+        self.pending: collections.deque[Any] = collections.deque()  # end events, in launch order
+        self.covered = 0  # calls given a spin so far
+
+    def needed(self) -> bool:
+        while self.pending and self.pending[0].query():
+            self.pending.popleft()
+        if (len(self.pending) - 1) * self.call_s >= self.cover_s:
+            return False
+        self.covered += 1
+        return True
+
+    def launched(self, end: Any) -> None:
+        self.pending.append(end)
+
+
 @dataclass
 class Window:
     """What the GPU did while one shape's calls were timed: how they were fed, and at what clock."""
@@ -998,6 +1034,7 @@ class Window:
     wall_s: float = 0.0  # all of it: the pool's inputs, launch probes, pre-roll, timed calls, drain
     host_ms: float = math.nan  # the host's time to launch one call (fastest probe, GPU idle)
     gpu_ms: float = math.nan  # the GPU's time for one call (median of the timed calls)
+    covered: int = 0  # timed calls given a spin first (Cover): all of them where the host is the bound
 
     @property
     def host_bound(self) -> bool:
@@ -1017,6 +1054,7 @@ class Window:
             "wall_s": round(self.wall_s, 3),
             "host_ms": round(self.host_ms, 4),
             "gpu_ms": round(self.gpu_ms, 4),
+            "covered": self.covered,
         }
         for index, name in enumerate(("sm_mhz", "power_w", "temp_c")):
             values = [sample[index] for sample in self.samples]
@@ -1048,6 +1086,8 @@ class Window:
             f"sets ({self.pool_mb:.0f} MB), {self.wall_s:.2f} s in all; a call: host {self.host_ms:.3f} ms "
             f"to launch, GPU {self.gpu_ms:.3f} ms"
         )
+        if self.covered:
+            text += f"; {self.covered} of the timed calls after a spin that covers the launch"
         if not self.samples:
             return text + "; no clock record"
         record = self.summary()
@@ -1139,9 +1179,10 @@ class Clock:
         - a pre-roll of the same calls until the SM clock settles (NVML), then at least
           `min_window_s` of timed calls, with no host synchronisation from the pre-roll's start to
           the window's end: the host runs ahead and the GPU never waits for it;
-        - where the host does not keep ahead (kernels of a few microseconds), a short GPU spin,
-          sized from the measured launch time, keeps the start event from firing before the op is
-          launched, so the host's launch stays out of the interval.
+        - where the host does not keep ahead (kernels of a few microseconds, or ops of many
+          launches), a GPU spin sized from the measured launch time goes before the start event
+          whenever too little is queued to hide the launch (Cover), so the host's launch stays out
+          of the interval.
         """
         import torch
 
@@ -1155,13 +1196,14 @@ class Clock:
         while len(pool) < depth:
             pool.append(prepare())
 
-        def step(cover_cycles: int, previous_end: Any, start: Any, end: Any) -> None:
+        def step(cover: Cover, start: Any, end: Any) -> None:
             call = pool.popleft()
-            if cover_cycles and (previous_end is None or previous_end.query()):
-                torch.cuda._sleep(cover_cycles)  # the GPU has caught up with the host: cover the launch
+            if cover.needed():
+                torch.cuda._sleep(cover.cycles)  # too little queued to hide this launch: cover it
             start.record()
             call()
             end.record()
+            cover.launched(end)
             del call  # frees its inputs in stream order, for the next sets
             pool.append(prepare())
 
@@ -1180,22 +1222,20 @@ class Clock:
             pool.append(prepare())
             end.synchronize()
             call_s = max(call_s, start.elapsed_time(end) * 1e-3)
-        cover_cycles = int(min(max(2.0 * max(launches), MIN_COVER_S), MAX_COVER_S) * SPIN_CYCLES_PER_S)
+        cover = Cover(max(launches), call_s)
 
         # The host reads the clock between chunks without waiting for the GPU: once the launch queue
         # is full it goes at the GPU's pace, so host time measures the pre-roll, and the GPU never
         # idles between the pre-roll and the timed window.
         preroll_began = self.perf_counter()
-        chunk = max(1, math.ceil(PREROLL_CHUNK_S / max(call_s, 1e-6)))
+        chunk = max(1, math.ceil(PREROLL_CHUNK_S / cover.step_s))
         settled, previous_clock, preroll_calls = False, math.nan, 0
-        previous_end = None
         while self.min_preroll_s > 0 and not settled and self.perf_counter() - preroll_began < PREROLL_MAX_S:
             with self.monitor.recording() as samples:
                 preroll_calls += chunk
                 for _ in range(chunk):
                     start, end = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
-                    step(cover_cycles, previous_end, start, end)
-                    previous_end = end
+                    step(cover, start, end)
             long_enough = self.perf_counter() - preroll_began >= self.min_preroll_s
             if not samples:
                 settled = long_enough
@@ -1212,10 +1252,10 @@ class Clock:
         events = [
             (self.event_class(enable_timing=True), self.event_class(enable_timing=True)) for _ in range(calls)
         ]
+        covered_before = cover.covered
         with self.monitor.recording() as samples:
             for start, end in events:
-                step(cover_cycles, previous_end, start, end)
-                previous_end = end
+                step(cover, start, end)
             torch.cuda.synchronize(device)
         # Every set prepared goes through the op before its memory is freed, so the correctness
         # inputs made next land on memory the op has seen with other contents (a stale answer from
@@ -1235,6 +1275,7 @@ class Clock:
             self.perf_counter() - window_began,
             min(launches) * 1e3,
             statistics.median(times),
+            cover.covered - covered_before,
         )
         self.windows.append(window)
         print(f"quick_test_bench: {window.describe()}", file=sys.stderr)
@@ -1344,6 +1385,7 @@ class Run:
     peaks: dict[str, float] | None
     gpu_name: str
     seal: Seal | None = None
+    warm_up_s: float = 0.0  # spent in untimed first calls (compilation, autotuning), all shapes so far
 
 
 def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
@@ -1394,12 +1436,14 @@ def warm_up_gemm(run: Run, draws: GemmDraws) -> None:
     """Compilation and autotuning, never timed."""
     import torch
 
+    began = run.clock.perf_counter()
     warm = draws.inputs()
     warm_out = draws.op.provider(run.kernels, warm)()
     if not run.forward_only:
         torch.autograd.grad(warm_out, (warm.a, warm.b), draws.grad_out())
     synchronize(run.device)
     del warm, warm_out
+    run.warm_up_s += run.clock.perf_counter() - began
 
 
 def time_gemm(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow) -> dict[str, Timing]:
@@ -1493,10 +1537,12 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     def fresh_inputs() -> QuantInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
 
+    began = run.clock.perf_counter()
     warm = fresh_inputs()
     op.provider(run.kernels, warm)()
     synchronize(run.device)
     del warm
+    run.warm_up_s += run.clock.perf_counter() - began
     # No reference exists before the candidate's last call (an op could find it and return it).
     blocks = -(-shape.K // QUANT_BLOCK)
     scale_count = {"tensorwise": 1, "rowwise": shape.M, "blockwise": shape.M * blocks}[op.granularity]
@@ -1683,6 +1729,10 @@ def main(argv: list[str] | None = None) -> int:
     run = start_run(op, args)
     if run is None:
         return EXIT_NO_GPU
+    print(
+        f"quick_test_bench: start-up (imports, device, kernels): {run.clock.perf_counter() - LOADED:.2f} s",
+        file=sys.stderr,
+    )
     lines, all_pass = run_shapes(run, shapes)
     write_results(args, run, lines)
     return EXIT_OK if all_pass else EXIT_FAILED
@@ -1775,7 +1825,7 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
     all_pass = True
     for index, shape in enumerate(shapes):
         row: GemmRow | QuantRow
-        began, windows_before = clock.perf_counter(), len(clock.windows)
+        began, windows_before, warm_up_before = clock.perf_counter(), len(clock.windows), run.warm_up_s
         try:
             row, reasons = run_shape(run, shape, index)
             if startup:
@@ -1799,7 +1849,8 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
         windows_s = sum(window.wall_s for window in clock.windows[windows_before:])
         print(
             f"quick_test_bench: {shape.label}: {clock.perf_counter() - began:.2f} s, {windows_s:.2f} s of it in "
-            "timed windows, the rest warm-up and checks",
+            f"timed windows, {run.warm_up_s - warm_up_before:.2f} s in first calls (compilation, autotuning), "
+            "the rest inputs and checks",
             file=sys.stderr,
         )
         all_pass &= row.check == PASS

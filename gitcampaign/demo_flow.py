@@ -6,8 +6,8 @@ with small tiles, its focused test, the CPU shapes, and the scripted rounds (`ro
 helps (bigger, autotuned tiles), one planted slower (tiny tiles), one planted wrong (the K loop skips
 its last tile), committed past the hooks, that validate's test gate must reject before measuring it.
 None of it follows the project's own kernels/gemm.py, so the demo keeps working while campaigns
-change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, two Llama
-shapes; two interleaved pairs per measurement on both. Like `loop`, it drives the verbs of `commands/`
+change that file. On a CPU the harness runs Triton's interpreter on small shapes; on a GPU, one Llama
+shape; two interleaved pairs per measurement on both. Like `loop`, it drives the verbs of `commands/`
 from outside them.
 """
 
@@ -130,7 +130,7 @@ def demo(
     gpu = _has_cuda()
     root = root.resolve()
     echo(
-        f"demo: scratch repo {root} ({'GPU, two Llama-3.1-8B shapes' if gpu else 'no GPU: Triton interpreter, small shapes'})"
+        f"demo: scratch repo {root} ({'GPU, the Llama-3.1-8B QKV projection' if gpu else 'no GPU: Triton interpreter, small shapes'})"
     )
     shapes = _scratch_repo(root, gpu)
     identity = {"user.name": "gitcampaign demo", "user.email": "demo@gitcampaign.invalid"}

@@ -1004,8 +1004,6 @@ class Cover:
         self.cover_s = min(max(2.0 * launch_s, MIN_COVER_S), MAX_COVER_S)
         self.cycles = int(self.cover_s * SPIN_CYCLES_PER_S)
         self.call_s = max(call_s, 1e-9)
-        # GPU time a call takes in the window, at most (a spin each where the host is the bound)
-        self.step_s = self.call_s + (self.cover_s if launch_s >= call_s else 0.0)
         self.pending: collections.deque[Any] = collections.deque()  # end events, in launch order
         self.covered = 0  # calls given a spin so far
 
@@ -1227,16 +1225,20 @@ class Clock:
 
         # The host reads the clock between chunks without waiting for the GPU: once the launch queue
         # is full it goes at the GPU's pace, so host time measures the pre-roll, and the GPU never
-        # idles between the pre-roll and the timed window.
+        # idles between the pre-roll and the timed window. A chunk is sized from the GPU's time a
+        # call, or from the host's where launching is slower (host-bound: the host sets the pace).
         preroll_began = self.perf_counter()
-        chunk = max(1, math.ceil(PREROLL_CHUNK_S / cover.step_s))
+        per_call_s = max(call_s, max(launches), 1e-6)
         settled, previous_clock, preroll_calls = False, math.nan, 0
         while self.min_preroll_s > 0 and not settled and self.perf_counter() - preroll_began < PREROLL_MAX_S:
+            chunk = max(1, math.ceil(PREROLL_CHUNK_S / per_call_s))
+            chunk_began = self.perf_counter()
             with self.monitor.recording() as samples:
                 preroll_calls += chunk
                 for _ in range(chunk):
                     start, end = self.event_class(enable_timing=True), self.event_class(enable_timing=True)
                     step(cover, start, end)
+            per_call_s = max(call_s, (self.perf_counter() - chunk_began) / chunk, 1e-6)
             long_enough = self.perf_counter() - preroll_began >= self.min_preroll_s
             if not samples:
                 settled = long_enough

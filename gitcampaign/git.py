@@ -367,15 +367,17 @@ def _write_journal(repo: Repo, entry: dict[str, str]) -> None:
 
 
 def recover(repo: Repo) -> list[str]:
-    """Finish what a killed command left: a journalled branch move is rolled forward, scratch
-    worktrees and harness processes of dead commands are removed. Returns what was done."""
+    """Finish what a killed command left: a journalled branch move is rolled forward, harness
+    processes of dead commands are stopped, then their scratch worktrees removed (in that order: a
+    harness still starting up writes into its worktree, `__pycache__` for one, and would leave a
+    folder behind). Returns what was done."""
     done: list[str] = []
     with repo_lock(repo):
         done += _finish_move(repo)
-        done += _sweep_worktrees(repo)
         from gitcampaign.measure import sweep_orphans  # measure imports this module
 
         done += sweep_orphans(repo)
+        done += _sweep_worktrees(repo)
     return done
 
 

@@ -163,7 +163,10 @@ def run_logged(
     The arguments reach the command as "$@" of `sh -c`, never as shell text, so a path holding
     spaces, `;` or `$(...)` stays one argument. The process gets its own group (a hang is killed
     with all its children), dies with this process on Linux (PR_SET_PDEATHSIG), and is registered
-    so that the next command stops it if this one was killed before it could.
+    so that the next command stops it if this one was killed before it could. The shell `exec`s a
+    simple command (`python campaigns/NAME/quick_test_bench.py`), so that the harness itself is the
+    process that dies with this one (dash forks even the last command of `-c`); a compound one's
+    children outlive a kill until the next command's sweep.
     """
     token = secrets.token_hex(8)
     env = {**tool_env(cwd), **(env or {}), RUN_TOKEN_ENV: token}
@@ -173,7 +176,7 @@ def run_logged(
     shown = " ".join([command, *args])
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            ["/bin/sh", "-c", f'{command} "$@"', "sh", *args],
+            ["/bin/sh", "-c", f'{"exec " if _simple(command) else ""}{command} "$@"', "sh", *args],
             cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -202,6 +205,14 @@ def run_logged(
             _kill_group(process.pid)  # children the command left behind after it exited
             if registry is not None:
                 registry.unlink(missing_ok=True)
+
+
+SHELL_SYNTAX = frozenset(";&|<>()$`\\\n*?[]{}~#=!")  # beyond words and quotes: not a simple command
+
+
+def _simple(command: str) -> bool:
+    """A command of plain words (quotes allowed): `exec` can replace the shell with it."""
+    return bool(command.strip()) and not SHELL_SYNTAX.intersection(command)
 
 
 def _die_with_parent() -> None:
@@ -281,12 +292,13 @@ def sweep_orphans(repo: Repo) -> list[str]:
 
 
 def _kill_tagged(token: str, pgid: int) -> int:
-    """Kill every process whose environment carries `token` (Linux: /proc), else the group."""
+    """Kill every process whose environment carries `token` (Linux: /proc), else the group; waits
+    (bounded, as _kill_group) until none of them still runs."""
     if not PROC.is_dir():
         _kill_group(pgid)
         return 0
     marker = f"{RUN_TOKEN_ENV}={token}".encode()
-    killed = 0
+    killed: list[Path] = []
     for entry in _processes():
         try:
             environ = (entry / "environ").read_bytes()
@@ -295,10 +307,21 @@ def _kill_tagged(token: str, pgid: int) -> int:
         if marker in environ.split(b"\0"):
             try:
                 os.kill(int(entry.name), signal.SIGKILL)
-                killed += 1
+                killed.append(entry)
             except (ProcessLookupError, PermissionError):
                 pass
-    return killed
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    while any(_running(entry) for entry in killed) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(killed)
+
+
+def _running(entry: Path) -> bool:
+    """Whether the process of /proc folder `entry` still exists and is not a zombie."""
+    try:
+        return (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def tail(path: Path, lines: int = 15) -> str:

@@ -67,7 +67,9 @@ class Layer:
             return w.to(dtype).requires_grad_()
 
         self.model = model
-        self.norms = [torch.ones(model.hidden, device=device, dtype=dtype, requires_grad=True) for _ in "ab"]
+        self.norms = [
+            torch.ones(model.hidden, device=device, dtype=dtype, requires_grad=True) for _ in range(2)
+        ]
         self.qkv = weight(model.hidden + 2 * kv, model.hidden)
         self.o = weight(model.hidden, model.hidden)
         self.gate_up = weight(2 * model.intermediate, model.hidden)

@@ -250,13 +250,18 @@ def _group_running(pgid: int) -> bool:
     """Whether a process of group `pgid` is still alive and not a zombie (Linux /proc; elsewhere
     nothing to wait on is known, so no)."""
     for entry in _processes():
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+        fields = _stat(entry)
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
             return True
     return False
+
+
+def _stat(entry: Path) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
+    try:
+        return (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def _procs_dir(cwd: Path) -> Path:
@@ -318,10 +323,8 @@ def _kill_tagged(token: str, pgid: int) -> int:
 
 def _running(entry: Path) -> bool:
     """Whether the process of /proc folder `entry` still exists and is not a zombie."""
-    try:
-        return (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    fields = _stat(entry)
+    return fields is not None and fields[0] != "Z"
 
 
 def tail(path: Path, lines: int = 15) -> str:

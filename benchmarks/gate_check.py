@@ -10,10 +10,10 @@ interleaved in --rounds ABBA rounds per shape) for the triton and the torch back
 shapes (OP:N, default 2) of the op's preset; prints the agreement table (markdown), rewritten after
 each op.
 spread: the quick harness for --op (default gemm; triton) in --processes processes of one commit on
-the --pick shapes of its preset (default 2,3: 8B gate_up and down), each process's figures and wall time, the process-to-process spread and the A/A noise floor of
-consecutive pairs (`gitcampaign.decision.noise_floor`, as BASELINE computes it); --harness-args
-passes options to the harness (shorter pre-rolls or windows: what they save against what they cost
-in spread).
+the --pick shapes of its preset (default 2,3: 8B gate_up and down), each process's figures and wall
+time, the process-to-process spread and the A/A noise floor of consecutive pairs
+(`gitcampaign.decision.noise_floor`, as BASELINE computes it); --harness-args passes options to the
+harness (shorter pre-rolls or windows: what they save against what they cost in spread).
 Run from the repository root on the GPU machine; one pinned autotune config per kernel (as the
 issue's comparison), so that tuning time stays out of a 10-minute device call.
 """

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,8 +232,13 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         return
+    _wait_gone(lambda: _group_running(pgid))
+
+
+def _wait_gone(running: Callable[[], bool]) -> None:
+    """Poll until `running()` is false, at most GROUP_EXIT_WAIT_S (SIGKILL is asynchronous)."""
     deadline = time.monotonic() + GROUP_EXIT_WAIT_S
-    while _group_running(pgid) and time.monotonic() < deadline:
+    while running() and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -315,9 +320,7 @@ def _kill_tagged(token: str, pgid: int) -> int:
                 killed.append(entry)
             except (ProcessLookupError, PermissionError):
                 pass
-    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
-    while any(_running(entry) for entry in killed) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_gone(lambda: any(_running(entry) for entry in killed))
     return len(killed)
 
 

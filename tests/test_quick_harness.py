@@ -470,12 +470,12 @@ class FakeEnd:
         return self.done
 
 
-def run_cover(cover: object, ends: list[FakeEnd]) -> list[bool]:
+def run_cover(cover: qtb.Cover, ends: list[FakeEnd]) -> list[bool]:
     """Launch one call per event; the GPU finishes the ones marked done before the next check."""
     spins = []
     for end in ends:
-        spins.append(cover.needed())  # type: ignore[attr-defined]
-        cover.launched(end)  # type: ignore[attr-defined]
+        spins.append(cover.needed())
+        cover.launched(end)
     return spins
 
 

@@ -215,7 +215,7 @@ def time_whole_op(layers: list[tuple[str, int, int, int]]) -> None:
             )
 
 
-def _kernel_times(step: Callable[[], object], steps: int = 5) -> dict[str, tuple[float, float]]:
+def kernel_times(step: Callable[[], object], steps: int = 5) -> dict[str, tuple[float, float]]:
     """GPU kernel name -> (ms, launches) per step, from torch.profiler over `steps` back-to-back steps."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -243,13 +243,13 @@ def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> Non
         b.requires_grad_()
         bf16 = sum(
             ms
-            for ms, _ in _kernel_times(
+            for ms, _ in kernel_times(
                 functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad)
             ).values()
         )
         for granularity in fp8.GRANULARITIES:
             op = functools.partial(fp8.gemm_fp8, a, b, granularity)
-            times = _kernel_times(functools.partial(_grads_of, op, a, b, grad))
+            times = kernel_times(functools.partial(_grads_of, op, a, b, grad))
             total = sum(ms for ms, _ in times.values())
             launches = sum(count for _, count in times.values())
             print(
@@ -260,7 +260,7 @@ def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> Non
                 print(f"   {ms:8.3f} {100 * ms / total:5.1f}% x{count:<3.0f} {kernel[:90]}")
 
 
-def _host_ms(step: Callable[[], object], steps: int = 20) -> float:
+def host_ms(step: Callable[[], object], steps: int = 20) -> float:
     """Host milliseconds to launch one step while the GPU is busy with a long spin (nothing waits)."""
     for _ in range(3):
         step()
@@ -284,7 +284,7 @@ def time_host(layers: list[tuple[str, int, int, int]], top: int = 15) -> None:
         a, b, grad = _inputs(m, n, k)
         a.requires_grad_()
         b.requires_grad_()
-        bf16 = _host_ms(functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad))
+        bf16 = host_ms(functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad))
         ours = {
             granularity: functools.partial(
                 _grads_of, functools.partial(fp8.gemm_fp8, a, b, granularity), a, b, grad
@@ -292,8 +292,7 @@ def time_host(layers: list[tuple[str, int, int, int]], top: int = 15) -> None:
             for granularity in fp8.GRANULARITIES
         }
         print(
-            f"{name:<8} bf16 {bf16:.3f}  "
-            + "  ".join(f"{g} {_host_ms(step):.3f}" for g, step in ours.items())
+            f"{name:<8} bf16 {bf16:.3f}  " + "  ".join(f"{g} {host_ms(step):.3f}" for g, step in ours.items())
         )
         if index == 0:
             for granularity, step in ours.items():

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from fp8_dev import host_ms, kernel_times  # noqa: E402  (this folder: the script's own path entry)
+
 from kernels import gemm_fp8 as fp8  # noqa: E402
 
 
@@ -131,40 +133,6 @@ def step_ms(step: Callable[[], object], steps: int) -> float:
     return start.elapsed_time(end) / steps
 
 
-def gpu_ms(step: Callable[[], object], steps: int) -> float:
-    """The kernels' own GPU milliseconds a step (torch.profiler)."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    return (
-        sum(
-            event.self_device_time_total
-            for event in prof.key_averages()
-            if event.device_type == DeviceType.CUDA
-        )
-        / 1e3
-        / steps
-    )
-
-
-def host_ms(step: Callable[[], object], steps: int) -> float:
-    """Host milliseconds to launch a step while a GPU spin keeps the host from waiting; few steps,
-    so that their launches fit in the launch queue."""
-    torch.cuda.synchronize()
-    torch.cuda._sleep(4_000_000_000)  # ~2 s of GPU cycles
-    began = time.perf_counter()
-    for _ in range(steps):
-        step()
-    host = (time.perf_counter() - began) / steps * 1e3
-    torch.cuda.synchronize()
-    return host
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="8b")
@@ -196,8 +164,8 @@ def main() -> None:
             )
             continue
         wall = step_ms(step, args.steps)
-        busy = gpu_ms(step, args.steps)
-        host = host_ms(step, max(1, args.steps // 4))
+        busy = sum(ms for ms, _ in kernel_times(step, args.steps).values())
+        host = host_ms(step, max(1, args.steps // 4))  # few steps: their launches fit in the queue
         baseline = wall if name == "bf16" else baseline
         print(
             f"{name:<12}{wall:9.3f}{busy:9.3f}{host:9.3f}{wall - busy:8.3f}{baseline / wall:7.2f}", flush=True

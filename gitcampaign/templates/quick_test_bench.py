@@ -1435,18 +1435,24 @@ class GemmDraws:
         return lambda: torch.autograd.grad(out, (inputs.a, inputs.b), grad_out)
 
 
+def warm_up(run: Run, first_call: Callable[[], object]) -> None:
+    """The shape's first call (compilation and autotuning), never timed; its seconds go to the log."""
+    began = run.clock.perf_counter()
+    first_call()
+    synchronize(run.device)
+    run.warm_up_s += run.clock.perf_counter() - began
+
+
 def warm_up_gemm(run: Run, draws: GemmDraws) -> None:
-    """Compilation and autotuning, never timed."""
     import torch
 
-    began = run.clock.perf_counter()
-    warm = draws.inputs()
-    warm_out = draws.op.provider(run.kernels, warm)()
-    if not run.forward_only:
-        torch.autograd.grad(warm_out, (warm.a, warm.b), draws.grad_out())
-    synchronize(run.device)
-    del warm, warm_out
-    run.warm_up_s += run.clock.perf_counter() - began
+    def forward_backward() -> None:
+        warm = draws.inputs()
+        warm_out = draws.op.provider(run.kernels, warm)()
+        if not run.forward_only:
+            torch.autograd.grad(warm_out, (warm.a, warm.b), draws.grad_out())
+
+    warm_up(run, forward_backward)
 
 
 def time_gemm(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow) -> dict[str, Timing]:
@@ -1540,12 +1546,7 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     def fresh_inputs() -> QuantInputs:
         return op.inputs(shape, generator, run.device, run.dtype)
 
-    began = run.clock.perf_counter()
-    warm = fresh_inputs()
-    op.provider(run.kernels, warm)()
-    synchronize(run.device)
-    del warm
-    run.warm_up_s += run.clock.perf_counter() - began
+    warm_up(run, lambda: op.provider(run.kernels, fresh_inputs())())
     # No reference exists before the candidate's last call (an op could find it and return it).
     blocks = -(-shape.K // QUANT_BLOCK)
     scale_count = {"tensorwise": 1, "rowwise": shape.M, "blockwise": shape.M * blocks}[op.granularity]

@@ -663,23 +663,44 @@ def _transposed(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, to
     return bytes_t.view(q.dtype), scales.t().contiguous()
 
 
+def _tensorwise(
+    x: torch.Tensor, fp8_dtype: torch.dtype, transposed: bool
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Tensorwise codes of x, with those of x.T when `transposed` (else None), and their one scale:
+    (q, q_t, scales). Our backend writes both layouts in one quantise pass (unit-stride rows); else
+    quantisation, then a transpose."""
+    if not transposed:
+        q, scales = _quantize(x, "tensorwise", fp8_dtype)
+        return q, None, scales
+    if backend(BACKEND_ENV) != "torch" and (x.stride(1) == 1 or x.shape[1] == 1):
+        return quant.quantize_tensorwise_transposed(x, fp8_dtype)
+    q, scales = _quantize(x, "tensorwise", fp8_dtype)
+    return q, _transposed(q, scales)[0], scales
+
+
 class _GemmFP8(torch.autograd.Function):
     """out = a @ b.T with fp8 operands; the backward quantises along each product's reduction dim.
 
-    Saved for the backward, only what it reads: tensorwise the fp8 operands (their transposes are
-    the backward's operands); rowwise a and b (column scales need a fresh pass); blockwise a (1x128
-    along M needs a fresh pass) and b's 128x128 fp8 copy (its transpose serves dA).
+    Saved for the backward, only what it reads: tensorwise the fp8 codes of a.T and b.T, written by
+    the forward's quantise passes beside a's and b's (the backward's operands, where a tensor-wide
+    scale commutes with transposition); rowwise a and b (column scales need a fresh pass); blockwise
+    a (1x128 along M needs a fresh pass) and b's 128x128 fp8 copy (its transpose serves dA).
     """
 
     @staticmethod
     def forward(
         ctx: torch.autograd.function.FunctionCtx, a: torch.Tensor, b: torch.Tensor, granularity: str
     ) -> torch.Tensor:
-        qa, sa = _quantize(a, _X_KIND[granularity], OPERAND_FP8_DTYPE)
-        qb, sb = _quantize(b, _W_KIND[granularity], OPERAND_FP8_DTYPE)
+        if granularity == "tensorwise":  # a.T's codes serve dB, b.T's dA: made where that is wanted
+            need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
+            qa, qa_t, sa = _tensorwise(a, OPERAND_FP8_DTYPE, transposed=need_b)
+            qb, qb_t, sb = _tensorwise(b, OPERAND_FP8_DTYPE, transposed=need_a)
+        else:
+            qa, sa = _quantize(a, _X_KIND[granularity], OPERAND_FP8_DTYPE)
+            qb, sb = _quantize(b, _W_KIND[granularity], OPERAND_FP8_DTYPE)
         out = _product(qa, sa, qb, sb, granularity, _W_KIND[granularity], torch.bfloat16)
         if granularity == "tensorwise":
-            ctx.save_for_backward(qa, sa, qb, sb)
+            ctx.save_for_backward(qa_t, sa, qb_t, sb)
         elif granularity == "rowwise":
             ctx.save_for_backward(a, b)
         else:
@@ -701,16 +722,13 @@ class _GemmFP8(torch.autograd.Function):
         grad_a = grad_b = None
 
         if granularity == "tensorwise":
-            qa, sa, qb, sb = saved
-            # One tensor-wide scale serves both products: quantise dOut once.
-            qg, sg = _quantize(grad_out, x_kind, grad_dtype)
+            q_at, sa, q_bt, sb = saved
+            # One tensor-wide scale serves both layouts: dOut is quantised once, into both.
+            qg, qg_t, sg = _tensorwise(grad_out, grad_dtype, transposed=need_b)
             if need_a:
-                q_bt, s_bt = _transposed(qb, sb)
-                grad_a = _product(qg, sg, q_bt, s_bt, granularity, w_kind, a_dtype)
+                grad_a = _product(qg, sg, q_bt, sb, granularity, w_kind, a_dtype)
             if need_b:
-                qg_t, sg_t = _transposed(qg, sg)
-                q_at, s_at = _transposed(qa, sa)
-                grad_b = _product(qg_t, sg_t, q_at, s_at, granularity, x_kind, b_dtype)
+                grad_b = _product(qg_t, sg, q_at, sa, granularity, x_kind, b_dtype)
             return grad_a, grad_b, None
 
         if need_a:

@@ -48,7 +48,9 @@ Tensorwise on unit-stride rows (the common case) is two launches that never sync
 `_amax_partials_kernel` (persistent, one partial maximum per program into a scratch vector: no
 zero-filled buffer, no atomics) and `_quant_tensorwise_kernel`, whose programs reduce the few hundred
 partials themselves and walk the tiles in reverse in a software-pipelined persistent loop, so that
-the tiles the amax pass read last are still in L2 when read again.
+the tiles the amax pass read last are still in L2 when read again. `quantize_tensorwise_transposed`
+has that quantise pass also write the codes of x.T (128-column tiles, each stored twice), for the
+fp8 GEMM whose backward reads both layouts.
 
 Pointer layouts.
 - x: R x C, any strides (stride_xr, stride_xc): a transposed view quantises along the other dim;
@@ -88,6 +90,9 @@ STRIDED_BLOCK_C = 256
 # Column width of a tensorwise tile: a 4 KB contiguous run of bf16 per row, so that a row of 14336
 # splits into 7 tiles with no padded lanes.
 TILE_C = 2048
+# ... and of one that also writes the transposed codes: 128 columns, so that a tile of 4-16K
+# elements has 32-128 rows, a run of 32-128 bytes in each row of the transposed copy.
+TRANSPOSED_TILE_C = 128
 # The tensorwise amax pass: 8192-element tiles, 8 warps, 2 programs per SM (512 threads, room for
 # 128 registers a thread, so every program is resident and the persistent split stays even), 3
 # stages: two tiles in flight a program, 64 KB a SM for a pass that only reads.
@@ -198,6 +203,7 @@ def _amax_partials_kernel(
 def _quant_tensorwise_kernel(
     x_ptr,
     q_ptr,
+    qt_ptr,
     s_ptr,
     partial_ptr,
     R,
@@ -211,10 +217,12 @@ def _quant_tensorwise_kernel(
     ELEMS: tl.constexpr,
     PER_SM: tl.constexpr = 0,
     STAGES: tl.constexpr = 1,
+    TRANSPOSED: tl.constexpr = False,
 ):
     """Quantise unit-stride rows with one scale, from the amax pass's partials: BLOCK_R x BLOCK_C
     tiles in a grid-stride loop (PER_SM only sizes the grid), in reverse order (see
-    `_amax_partials_kernel`); program 0 stores the scale."""
+    `_amax_partials_kernel`); program 0 stores the scale. TRANSPOSED also writes each tile's codes
+    into qt (C x R, contiguous), the fp8 copy of x.T that the GEMM's backward reads."""
     BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
     num_cb = tl.cdiv(C, BLOCK_C)
     num_tiles = tl.cdiv(R, BLOCK_R) * num_cb
@@ -233,10 +241,11 @@ def _quant_tensorwise_kernel(
             other=0.0,
             eviction_policy="evict_first",
         ).to(tl.float32)
-        q = _quantize_tile(x, inv, FP8_MAX)
-        tl.store(
-            q_ptr + rows.to(tl.int64)[:, None] * C + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask
-        )
+        q = _quantize_tile(x, inv, FP8_MAX).to(q_ptr.dtype.element_ty)
+        tl.store(q_ptr + rows.to(tl.int64)[:, None] * C + cols[None, :], q, mask=mask)
+        if TRANSPOSED:  # the layout change on bytes, as in gemm_fp8's transpose kernel
+            q_t = tl.trans(q.to(tl.uint8, bitcast=True)).to(qt_ptr.dtype.element_ty, bitcast=True)
+            tl.store(qt_ptr + cols.to(tl.int64)[:, None] * R + rows[None, :], q_t, mask=tl.trans(mask))
 
 
 @triton.jit
@@ -412,7 +421,7 @@ _quant_kernel_tuned = triton.autotune(
 )(_quant_kernel)
 _quant_tensorwise_kernel_tuned = triton.autotune(
     configs=pick_configs(_tensorwise_configs(), _CPU_TENSORWISE_CONFIG, CONFIG_ENV),
-    key=["R", "C", "BLOCK_C", "FP8_MAX"],
+    key=["R", "C", "BLOCK_C", "FP8_MAX", "TRANSPOSED"],
 )(_quant_tensorwise_kernel)
 
 
@@ -460,8 +469,11 @@ def _tensorwise_grid(rows: int, cols: int, block_c: int, sms: int) -> Callable[[
     return grid
 
 
-def _quantize_tensorwise(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_max: float) -> None:
-    """Tensorwise on unit-stride rows: two launches, no zero-filled buffer, no atomics, no host sync."""
+def _quantize_tensorwise(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_max: float, q_t: torch.Tensor | None = None
+) -> None:
+    """Tensorwise on unit-stride rows: two launches, no zero-filled buffer, no atomics, no host sync;
+    with `q_t`, the quantise pass also writes the codes of x.T there."""
     rows, cols = x.shape
     sms = num_sms(x.device, INTERPRETER_SMS)
     block_c = min(triton.next_power_of_2(cols), TILE_C)
@@ -473,9 +485,12 @@ def _quantize_tensorwise(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor,
         x, partials, rows, cols, x.stride(0),
         BLOCK_R=block_r, BLOCK_C=block_c, STAGES=AMAX_STAGES, num_warps=AMAX_WARPS,
     )  # fmt: skip
+    if q_t is not None:
+        block_c = min(triton.next_power_of_2(cols), TRANSPOSED_TILE_C)
     _quant_tensorwise_kernel_tuned[_tensorwise_grid(rows, cols, block_c, sms)](
-        x, q, scales, partials, rows, cols, x.stride(0), num_partials,
+        x, q, q if q_t is None else q_t, scales, partials, rows, cols, x.stride(0), num_partials,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=triton.next_power_of_2(num_partials),
+        TRANSPOSED=q_t is not None,
     )  # fmt: skip
 
 
@@ -604,6 +619,30 @@ def quantize(
     if backend(BACKEND_ENV) == "torch":
         return _quantize_torch(x, granularity, fp8_dtype)
     return _quantize_triton(x, granularity, fp8_dtype)
+
+
+def quantize_tensorwise_transposed(
+    x: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tensorwise codes of x and of x.T (both contiguous) with their one scale: (q, q_t, scales).
+    One amax pass and one quantise pass that stores each tile twice, where quantising and then
+    transposing would read the codes back and write them again in a third launch. x needs unit-stride
+    rows (the layout of an activation, a weight or an output gradient)."""
+    _check_input(x, "tensorwise", fp8_dtype)
+    if x.stride(1) != 1 and x.shape[1] != 1:
+        raise ValueError(
+            f"x has strides {tuple(x.stride())}; quantize_tensorwise_transposed needs unit-stride rows "
+            "(pass x.contiguous(), or quantize() a transposed view)"
+        )
+    if backend(BACKEND_ENV) == "torch":
+        q, scales = _quantize_torch(x, "tensorwise", fp8_dtype)
+        return q, q.t().contiguous(), scales
+    rows, cols = x.shape
+    q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
+    q_t = torch.empty((cols, rows), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty((1, 1), dtype=torch.float32, device=x.device)
+    _quantize_tensorwise(x, q, scales, FP8_MAX[fp8_dtype], q_t)
+    return q, q_t, scales
 
 
 class _QuantizeFP8(torch.autograd.Function):

@@ -137,6 +137,51 @@ def test_every_tensorwise_config_matches_reference(
         _assert_matches_up_to_interpreter_casts(q, ref_q, scaled)
 
 
+@pytest.mark.parametrize(
+    "config",
+    quant._tensorwise_configs(),
+    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+)
+@pytest.mark.parametrize(
+    ("fp8_dtype", "rows", "cols"),
+    [(E4M3, 300, 200), (torch.float8_e5m2, 129, 1000), (E4M3, 1, 5)],  # partial tiles both ways
+)
+def test_tensorwise_transposed_is_one_quantisation_in_both_layouts(
+    monkeypatch: pytest.MonkeyPatch, config: triton.Config, fp8_dtype: torch.dtype, rows: int, cols: int
+) -> None:
+    """quantize_tensorwise_transposed, each GPU autotune config pinned: its codes are the plain
+    tensorwise pass's bit for bit, its transposed codes are their transpose, its scale the
+    reference's; on a GPU (bf16) the codes are also the reference's bit for bit."""
+    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_tensorwise_kernel)
+    monkeypatch.setattr(quant, "_quant_tensorwise_kernel_tuned", pinned)
+    x = torch.randn(rows, cols, device=DEVICE) * torch.exp2(
+        torch.randint(-8, 8, (rows, 1), device=DEVICE).float()
+    )
+    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    q, q_t, scales = quant.quantize_tensorwise_transposed(x, fp8_dtype)
+    plain_q, plain_scales = quant._quantize_triton(x, "tensorwise", fp8_dtype)
+    ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", fp8_dtype)
+    assert q_t.shape == (cols, rows) and q_t.is_contiguous() and q_t.dtype == fp8_dtype
+    assert torch.equal(scales, ref_scales) and torch.equal(plain_scales, ref_scales)
+    assert torch.equal(q.view(torch.uint8), plain_q.view(torch.uint8))
+    assert torch.equal(q_t.view(torch.uint8), q.view(torch.uint8).t())
+    if DEVICE == "cuda":
+        assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+
+
+def test_tensorwise_transposed_rejects_strided_rows_and_follows_the_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x = torch.randn(40, 24, device=DEVICE)
+    with pytest.raises(ValueError, match="unit-stride rows"):
+        quant.quantize_tensorwise_transposed(x.t())
+    monkeypatch.setenv(quant.BACKEND_ENV, "torch")
+    q, q_t, scales = quant.quantize_tensorwise_transposed(x)
+    ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", E4M3)
+    assert torch.equal(scales, ref_scales) and torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+    assert torch.equal(q_t.view(torch.uint8), ref_q.view(torch.uint8).t())
+
+
 @pytest.mark.parametrize("granularity", ["rowwise", "blockwise"])
 def test_outlier_saturates_to_fp8_max(granularity: str) -> None:
     """476.1304931640625 * (1 / (476.13.../448)) is 448.00003 in float32, above FP8_MAX: the clamp

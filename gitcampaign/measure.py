@@ -3,7 +3,9 @@ from their own git worktrees (B A A B ...) so that drift between runs cancels in
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import secrets
@@ -107,6 +109,31 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     return {"TRITON_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}
 
 
+def bytecode_env(worktree: Path) -> dict[str, str]:
+    """Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE) and the installed
+    torch has none (an image with read-only packages installed without it), the tool's children
+    write theirs to the repository's `campaign/python-cache`: otherwise every harness, probe and
+    test process compiles torch's and triton's sources again, 4-8 s of a ~23 s harness process
+    (H200 image, 2026-11-30). Python checks a cached module against its source's size and time, as
+    in `__pycache__`; the scripts run as `python FILE` (the harness, the probe) are compiled from
+    source each time. Elsewhere the environment is left as it is: a prefix would make Python pass
+    over the bytecode the packages already have."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return {}
+    if not _torch_lacks_bytecode():
+        return {}
+    cache = g.common_dir(g.open_repo(worktree)).resolve() / "campaign" / "python-cache"
+    return {"PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": ""}
+
+
+@functools.cache
+def _torch_lacks_bytecode() -> bool:
+    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    if spec is None or spec.origin is None:
+        return False
+    return not Path(importlib.util.cache_from_source(spec.origin)).exists()
+
+
 def seed_triton_cache(incumbent: Path, candidate: Path) -> int:
     """Start the candidate tree's Triton cache with the incumbent's compiled kernels, never with its
     autotune results; returns how many kernels were added.
@@ -169,7 +196,7 @@ def run_logged(
     children outlive a kill until the next command's sweep.
     """
     token = secrets.token_hex(8)
-    env = {**tool_env(cwd), **(env or {}), RUN_TOKEN_ENV: token}
+    env = {**tool_env(cwd), **bytecode_env(cwd), **(env or {}), RUN_TOKEN_ENV: token}
     # Standard-library names resolve to the standard library first (gitcampaign/shield): a round
     # cannot change what the harness computes by adding `statistics.py` on its import path.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIELD_DIR), env.get("PYTHONPATH")]))

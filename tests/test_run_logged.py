@@ -47,3 +47,39 @@ def test_what_counts_as_simple() -> None:
         "",
     ):
         assert not measure._simple(compound), compound
+
+
+IMPORTER = "import sys\nsys.path.insert(0, 'lib')\nimport helper\nopen(sys.argv[1], 'w').write(repr(sys.pycache_prefix))\n"
+
+
+@pytest.mark.parametrize("torch_lacks_bytecode", [True, False])
+def test_bytecode_goes_to_the_campaign_cache_where_writing_it_is_forbidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_lacks_bytecode: bool
+) -> None:
+    """PYTHONDONTWRITEBYTECODE with a torch installed without bytecode: the children write theirs
+    under .git/campaign/python-cache (none in the tree), and the next child loads it from there."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helper.py").write_text("VALUE = 1\n")
+    (tmp_path / "child.py").write_text(IMPORTER)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setattr(measure, "_torch_lacks_bytecode", lambda: torch_lacks_bytecode)
+    cache = tmp_path / ".git" / "campaign" / "python-cache"
+    pyc = cache / (tmp_path / "lib").resolve().relative_to("/") / f"helper.{sys.implementation.cache_tag}.pyc"
+    written = []
+    for run in range(2):
+        out = tmp_path / f"prefix{run}"
+        code = measure.run_logged(
+            f"{sys.executable} child.py", tmp_path, tmp_path / "log", 60, "test", args=[str(out)]
+        )
+        assert code == 0, (tmp_path / "log").read_text()
+        assert out.read_text() == (repr(str(cache)) if torch_lacks_bytecode else "None")
+        written.append(pyc.stat().st_mtime_ns if pyc.exists() else None)
+    assert not list((tmp_path / "lib").rglob("*.pyc"))  # the tree stays clean either way
+    if torch_lacks_bytecode:
+        assert written[0] is not None and written[1] == written[0]  # written once, then loaded
+    else:
+        assert not cache.exists()
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "mine"))
+    assert measure.bytecode_env(tmp_path) == {}  # the user's own prefix stands

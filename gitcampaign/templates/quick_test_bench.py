@@ -47,6 +47,7 @@ import collections
 import contextlib
 import functools
 import importlib
+import itertools
 import json
 import math
 import os
@@ -65,6 +66,7 @@ from types import ModuleType
 from typing import Any, NoReturn, Protocol
 
 LOADED = time.perf_counter()  # the process's time before this is Python's own start-up
+RUNS = itertools.count()  # main() calls so far: gitcampaign.crosscheck makes several in one process
 
 OP = "__OP__"
 BACKEND = "__BACKEND__"
@@ -1725,6 +1727,7 @@ def load_kernels(op: GemmOp | QuantOp, cuda: bool) -> ModuleType:
 
 def main(argv: list[str] | None = None) -> int:
     """Read the arguments and shapes, set up the device and clock, run every shape, write the CSV."""
+    began = LOADED if next(RUNS) == 0 else time.perf_counter()  # a later run has no imports to pay
     try:
         op, args, shapes = read_request(argv)
     except UsageError as exc:
@@ -1734,7 +1737,7 @@ def main(argv: list[str] | None = None) -> int:
     if run is None:
         return EXIT_NO_GPU
     print(
-        f"quick_test_bench: start-up (imports, device, kernels): {run.clock.perf_counter() - LOADED:.2f} s",
+        f"quick_test_bench: start-up (imports, device, kernels): {run.clock.perf_counter() - began:.2f} s",
         file=sys.stderr,
     )
     lines, all_pass = run_shapes(run, shapes)

@@ -95,9 +95,10 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
     return harness
 
 
-def back_to_back_ms(harness: ModuleType, call: Any) -> dict[str, Any]:
+def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[str, Any]:
     """do_bench's loop (clear L2 with a memset, event, call, event; no host sync until the end;
-    median), after a pre-roll of the same loop, with the clock record of the timed part.
+    median), after a pre-roll of the same loop, with the clock record of the timed part (`flush`
+    False leaves the memset out: an experiment, benchmarks/dev/agreement_dev.py).
 
     One change from do_bench: the memset is made long enough to outlast the host's launch of the
     op, so that the GPU is still busy when the host records the start event and launches the op.
@@ -121,7 +122,7 @@ def back_to_back_ms(harness: ModuleType, call: Any) -> dict[str, Any]:
     # clock (a clear sized from the slowest of 3 backward launches ran the calls at 1980 MHz where
     # the harness ran them at 1485, H200, 2026-11-29).
     flush_bytes = min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * launch_s * HBM_WRITE_BYTES_PER_S)))
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    clear = torch.empty(flush_bytes if flush else 0, dtype=torch.uint8, device="cuda")
 
     def loop(seconds: float, timed: bool) -> list[float]:
         pairs = []
@@ -129,7 +130,8 @@ def back_to_back_ms(harness: ModuleType, call: Any) -> dict[str, Any]:
         while time.perf_counter() - began < seconds:
             for _ in range(32):  # calls between reads of the host clock
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush.zero_()
+                if flush:
+                    clear.zero_()
                 start.record()
                 call()
                 end.record()
@@ -148,6 +150,7 @@ def back_to_back_ms(harness: ModuleType, call: Any) -> dict[str, Any]:
         "ms": ms,
         "sm_mhz": sorted(clocks)[len(clocks) // 2] if clocks else math.nan,
         "power_w": sorted(power)[len(power) // 2] if power else math.nan,
+        "temp_c": max((sample[2] for sample in samples), default=math.nan),
     }
 
 
@@ -186,6 +189,7 @@ def harness_figures(harness: ModuleType, csv_path: Path) -> tuple[str, Figures]:
                 "ms": float(row[column]),
                 "sm_mhz": window.get("sm_mhz", {}).get("median", math.nan),
                 "power_w": window.get("power_w", {}).get("median", math.nan),
+                "temp_c": window.get("temp_c", {}).get("max", math.nan),
                 "clock_moved": window.get("clock_moved", 0.0) > harness.CLOCK_MOVED_WARN,
             }
     return row["Check"], figures

@@ -1,0 +1,135 @@
+"""Why the gate and the outside clock disagree on an op: in one process, rounds of the quick harness
+and of variants of `git campaign calibrate`'s back-to-back loop (gitcampaign.crosscheck) on one
+shape, each with its SM clock, power and temperature.
+
+    python3 benchmarks/dev/agreement_dev.py OUT [--op grouped_gemm] [--pick 0] [--rounds 3] [--backend triton]
+
+Variants:
+- harness     the quick harness (fresh inputs from a pool, a pre-roll until the clock settles);
+- b2b         crosscheck's loop: one input set, a memset of at least 256 MB before each call;
+- b2b-nomem   the same without the memset;
+- b2b-pool    the memset, and two input sets taken in turn, as the harness's pool.
+Each round runs them in a rotated order, so that the heat one leaves biases none in particular.
+On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
+the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md): the variants say
+whether the memset, the single input set or the order makes the difference.
+Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/gate_check.py. Writes OUT/agreement_dev.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from gate_check import OP_PINS, PICK, PINNED, PRESETS, harness_copy  # noqa: E402
+
+from gitcampaign.crosscheck import back_to_back_ms, harness_figures, load_harness  # noqa: E402
+from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
+
+VARIANTS = ("harness", "b2b", "b2b-nomem", "b2b-pool")
+
+
+def back_to_back(harness: Any, shape: Any, variant: str) -> dict[str, Any]:
+    """crosscheck.independent's measurement, with the variant's memset and input sets."""
+    import torch
+
+    op = harness.OPS[harness.OP]
+    kernels = sys.modules[op.module]
+    os.environ[op.env_var] = harness.BACKEND
+    device = torch.device("cuda")
+    generator = torch.Generator(device=device).manual_seed(20261130)
+    sets = [
+        op.inputs(shape, generator, device, torch.bfloat16) for _ in range(2 if variant == "b2b-pool" else 1)
+    ]
+    forwards = itertools.cycle([op.provider(kernels, inputs) for inputs in sets])
+    flush = variant != "b2b-nomem"
+    figures = {"forward": back_to_back_ms(harness, lambda: next(forwards)(), flush)}
+    if not op.quant:
+        graphs = itertools.cycle(
+            [
+                (
+                    op.provider(kernels, inputs)(),
+                    op.grad_out(shape, generator, device, torch.bfloat16),
+                    inputs,
+                )
+                for inputs in sets
+            ]
+        )
+
+        def backward() -> Any:
+            out, grad_out, inputs = next(graphs)
+            return torch.autograd.grad(out, (inputs.a, inputs.b), grad_out, retain_graph=True)
+
+        figures["backward"] = back_to_back_ms(harness, backward, flush)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--op", default="grouped_gemm", choices=sorted(PRESETS))
+    parser.add_argument("--pick", type=int, default=0, help="which of gate_check's picked shapes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backend", default="triton", help="triton (ours) or torch (the vendor)")
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("agreement_dev: needs a CUDA GPU, and none is visible")
+    os.environ.update({**PINNED, **OP_PINS.get(args.op, {})})
+    args.out.mkdir(parents=True, exist_ok=True)
+    entry = preset(PRESETS[args.op])[PICK[PRESETS[args.op]][args.pick]]
+    shapes_file = args.out / "shape.yaml"
+    shapes_file.write_text(dump_shapes([entry]))
+    harness = load_harness(harness_copy(args.op, args.backend), "ours", args.backend)
+    rows = []
+    for index in range(args.rounds):
+        order = VARIANTS[index % len(VARIANTS) :] + VARIANTS[: index % len(VARIANTS)]
+        for variant in order:
+            print(f"agreement_dev: round {index + 1}/{args.rounds}: {variant}", file=sys.stderr, flush=True)
+            if variant == "harness":
+                csv_path = args.out / f"harness-r{index + 1}.csv"
+                harness.main(["--summary-csv", str(csv_path), "--shapes-file", str(shapes_file)])
+                check, figures = harness_figures(harness, csv_path)
+                if check != "PASS":
+                    raise SystemExit(f"agreement_dev: the harness says {check} (see {csv_path})")
+            else:
+                op = harness.OPS[harness.OP]
+                entries = yaml.safe_load(shapes_file.read_text())
+                shape = harness.parse_shapes(entries, str(shapes_file), op.grouped, op.quant)[0]
+                figures = back_to_back(harness, shape, variant)
+            for phase, figure in figures.items():
+                rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
+            (args.out / "agreement_dev.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"{args.op} {entry.label} ({args.backend}), {args.rounds} rounds")
+    print("| variant | phase | ms (median of rounds) | per round | SM MHz | W | C max |")
+    print("|---|---|---|---|---|---|---|")
+    for variant in VARIANTS:
+        for phase in ("forward", "backward"):
+            mine = [row for row in rows if row["variant"] == variant and row["phase"] == phase]
+            if not mine:
+                continue
+
+            def median(key: str, mine: list[dict[str, Any]] = mine) -> float:
+                return statistics.median(row[key] for row in mine)
+
+            per_round = " / ".join(f"{row['ms']:.4g}" for row in mine)
+            print(
+                f"| {variant} | {phase} | {median('ms'):.4g} | {per_round} | "
+                f"{median('sm_mhz'):.0f} | {median('power_w'):.0f} | {max(row['temp_c'] for row in mine):.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""Every tile the fp8 GEMM's autotuner may pick compiles for the H100/H200 (sm_90), checked on the CPU:
+"""Every tile the TMA kernels' autotuners may pick compiles for the H100/H200 (sm_90), checked on the CPU:
 Triton's compiler and its bundled ptxas need no GPU (benchmarks/dev/sass_dev.py). A tile the
 compiler rejects otherwise shows up only in a GPU validation, as every shape of the harness ERROR
 (a lagged-promotion round did, 2026-11-30: an assertion in triton 3.6's software pipeliner). Not in
@@ -18,14 +18,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
-    ("granularity", "y_group_n"),
-    [("tensorwise", 128), ("rowwise", 128), ("blockwise", 128), ("blockwise", 1)],
+    "args",
+    [
+        ["--kernel", "gemm_fp8", "--granularity", "tensorwise"],
+        ["--kernel", "gemm_fp8", "--granularity", "rowwise"],
+        ["--kernel", "gemm_fp8", "--granularity", "blockwise"],
+        ["--kernel", "gemm_fp8", "--granularity", "blockwise", "--const", "Y_GROUP_N=1"],
+        ["--kernel", "gemm"],
+        ["--kernel", "grouped"],
+        ["--kernel", "grouped_db"],
+    ],
+    ids=" ".join,
 )
-def test_every_shipped_fp8_tile_compiles_for_sm90(granularity: str, y_group_n: int) -> None:
+def test_every_shipped_tile_compiles_for_sm90(args: list[str]) -> None:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     process = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/dev/sass_dev.py"), "--granularity", granularity]
-        + ["--y-group-n", str(y_group_n)],
+        [sys.executable, str(ROOT / "benchmarks/dev/sass_dev.py"), *args],
         capture_output=True,
         text=True,
         env=env,

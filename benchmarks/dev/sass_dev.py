@@ -1,11 +1,13 @@
-"""What the compiler made of the persistent fp8 GEMM kernel, without a GPU: registers, spills, shared
-memory, and the order of the tensor-core ops, their waits and the float ops in its K loop.
+"""What the compiler made of our persistent TMA kernels, without a GPU: registers, spills, shared
+memory, and the order of the tensor-core ops, their waits and the float ops in the K loop.
 
-    python benchmarks/dev/sass_dev.py [--granularity blockwise] [--y-group-n 128]
-        [--config BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,PROMOTE_LAG=1,num_warps=8,num_stages=3]
+    python benchmarks/dev/sass_dev.py [--kernel gemm_fp8|gemm|grouped|grouped_db] [--granularity blockwise]
+        [--const Y_GROUP_N=1] [--config BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=3]
 
-Compiles kernels.gemm_fp8's TMA kernel for sm_90 (Triton's own ptxas and nvdisasm, on any machine),
-for --config or else every shipped tile that serves the granularity. A config that does not compile
+Compiles the kernel for sm_90 (Triton's own ptxas and nvdisasm, on any machine; bf16 operands, 8
+experts for the grouped ones), for --config or else every shipped tile (for gemm_fp8: that serves
+the granularity); --const sets a constexpr (A_T, B_T, B_K_MAJOR, Y_GROUP_N: 128 for weights, 1 for
+the dB product's per-column scales). A config that does not compile
 prints the compiler's error (an assertion inside the compiler aborts the script with its message)
 instead of costing a GPU run. The loop line reads, in SASS order:
 `MMA` a wgmma (HGMMA/QGMMA), `WAIT` a wait on wgmma groups (`WARPGROUP.DEPBAR.LE gsb0, N`: N groups
@@ -19,6 +21,8 @@ before a WAIT that leaves the MMA in flight. Found with it (2026-11-30, triton 3
   crashed the pipeliner when a product was peeled off before the loop or a scale carried across
   steps, and in the form that compiles reads `MMAx4 | WAIT 0x0 | Fx66` with 231 registers instead of
   170: triton still waits for each product before any float op, so the lag buys nothing here.
+- the grouped forward's 128x256 subtiled tile: 255 registers and 328 bytes spilled (its store is a
+  pointer store masked at each group's end), where the dense GEMM's, stored through TMA, takes 157.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 os.environ.pop("TRITON_INTERPRET", None)  # the compiler, not the interpreter
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -41,29 +47,35 @@ from triton.backends.nvidia.compiler import get_ptxas  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.errors import CompilationError  # noqa: E402
 
-from kernels import gemm_fp8  # noqa: E402
+from kernels import gemm, gemm_fp8  # noqa: E402
+from kernels import grouped_gemm as grouped  # noqa: E402
 from kernels._common import parse_config  # noqa: E402
 
-POINTERS = {
-    "x_ptr": "*fp8e4nv",
-    "y_ptr": "*fp8e4nv",
-    "out_ptr": "*bf16",
-    "sx_ptr": "*fp32",
-    "sy_ptr": "*fp32",
-}
 SM90 = GPUTarget("cuda", 90, 32)
+FP8 = {"x_ptr": "*fp8e4nv", "y_ptr": "*fp8e4nv", "out_ptr": "*bf16", "sx_ptr": "*fp32", "sy_ptr": "*fp32"}
+# kernel: (its autotuner, pointer types (others are i32), constexprs besides the config, the shipped tiles)
+KERNELS: dict[str, tuple[Any, dict[str, str], dict[str, Any], Callable[[], list[triton.Config]]]] = {
+    "gemm_fp8": (gemm_fp8._gemm_fp8_tma_kernel, FP8, {"NUM_SMS": 132, "Y_GROUP_N": 128}, gemm_fp8._tma_configs),
+    "gemm": (gemm._matmul_nt_kernel, dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), "*bf16"),
+             {"NUM_SMS": 132, "A_T": 0, "B_T": 0}, gemm._tma_configs),
+    "grouped": (grouped._grouped_matmul_nt_tma_kernel,
+                {**dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), "*bf16"), "sizes_ptr": "*i64"},
+                {"NUM_SMS": 132, "G_POW2": 8, "B_K_MAJOR": 1}, grouped._hopper_tma_configs),
+    "grouped_db": (grouped._grouped_db_tma_kernel,
+                   {**dict.fromkeys(("dout_ptr", "a_ptr", "db_ptr"), "*bf16"), "sizes_ptr": "*i64"},
+                   {"NUM_SMS": 132, "G_POW2": 8}, grouped._hopper_tma_db_configs),
+}  # fmt: skip
 
 
-def compile_config(
-    config: triton.Config, scaling: int, y_group_n: int, sms: int
-) -> triton.compiler.CompiledKernel:
-    fn = gemm_fp8._gemm_fp8_tma_kernel.fn
-    constants = {"SCALING": scaling, "Y_GROUP_N": y_group_n, "NUM_SMS": sms, **config.kwargs}
+def compile_config(kernel: str, config: triton.Config, constants: dict[str, Any]) -> Any:
+    autotuner, pointers, defaults, _ = KERNELS[kernel]
+    fn = autotuner.fn
+    constants = {**defaults, **constants, **config.kwargs}
     constants.update(
         {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default and p.name not in constants}
     )
-    signature = {p.name: POINTERS.get(p.name, "i32") for p in fn.params if not p.is_constexpr}
-    signature.update({name: "constexpr" for name in constants})
+    signature = {p.name: pointers.get(p.name, "i32") for p in fn.params if not p.is_constexpr}
+    signature.update(dict.fromkeys(constants, "constexpr"))
     return triton.compile(
         ASTSource(fn, signature, constants),
         target=SM90,
@@ -115,28 +127,31 @@ def loop_order(cubin: bytes) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--granularity", choices=sorted(gemm_fp8._SCALING_CODE), default="blockwise")
+    parser.add_argument("--kernel", choices=sorted(KERNELS), default="gemm_fp8")
     parser.add_argument(
-        "--y-group-n", type=int, default=128, help="rows of y per scale: 128 (weights), 1 (dB)"
+        "--granularity", choices=sorted(gemm_fp8._SCALING_CODE), default="blockwise", help="gemm_fp8"
     )
+    parser.add_argument("--const", action="append", default=[], help="NAME=INT, a constexpr of the kernel")
     parser.add_argument(
-        "--config", help="one config (kernels' KERNELS_GEMM_FP8_CONFIG syntax); default: the shipped tiles"
+        "--config", help="one config (the kernels' *_CONFIG syntax); default: the shipped tiles"
     )
-    parser.add_argument("--sms", type=int, default=132)
     args = parser.parse_args()
-    scaling = gemm_fp8._SCALING_CODE[args.granularity]
-    if args.config:
-        configs = [parse_config(args.config)]
-    else:
-        configs = [
-            c for c in gemm_fp8._tma_configs() if scaling in gemm_fp8._TMA_SERVES[gemm_fp8._tile_key(c)]
-        ]
-    print(f"triton {triton.__version__}, sm_90, {args.granularity}, Y_GROUP_N={args.y_group_n}")
+    constants: dict[str, Any] = {
+        name: int(value) for name, _, value in (c.partition("=") for c in args.const)
+    }
+    configs = [parse_config(args.config)] if args.config else KERNELS[args.kernel][3]()
+    if args.kernel == "gemm_fp8":
+        constants.setdefault("SCALING", gemm_fp8._SCALING_CODE[args.granularity])
+        if not args.config:
+            configs = [
+                c for c in configs if constants["SCALING"] in gemm_fp8._TMA_SERVES[gemm_fp8._tile_key(c)]
+            ]
+    print(f"triton {triton.__version__}, sm_90, {args.kernel} {constants}")
     for config in configs:
         name = ",".join(f"{k}={v}" for k, v in config.kwargs.items())
         name += f",num_warps={config.num_warps},num_stages={config.num_stages}"
         try:
-            kernel = compile_config(config, scaling, args.y_group_n, args.sms)
+            kernel = compile_config(args.kernel, config, constants)
         except (RuntimeError, CompilationError) as exc:  # the compiler's own failure is the finding
             print(f"{name}\n  does not compile: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             continue

@@ -7,9 +7,9 @@ memory, and the order of the tensor-core ops, their waits and the float ops in t
 Compiles the kernel for sm_90 (Triton's own ptxas and nvdisasm, on any machine; bf16 operands, 8
 experts for the grouped ones), for --config or else every shipped tile (for gemm_fp8: that serves
 the granularity); --const sets a constexpr (A_T, B_T, B_K_MAJOR, Y_GROUP_N: 128 for weights, 1 for
-the dB product's per-column scales). A config that does not compile
-prints the compiler's error (an assertion inside the compiler aborts the script with its message)
-instead of costing a GPU run. The loop line reads, in SASS order:
+the dB product's per-column scales; every constexpr without a default must be set). A config that
+does not compile prints the compiler's error (an assertion inside the compiler aborts the script
+with its message) instead of costing a GPU run. The loop line reads, in SASS order:
 `MMA` a wgmma (HGMMA/QGMMA), `WAIT` a wait on wgmma groups (`WARPGROUP.DEPBAR.LE gsb0, N`: N groups
 may stay in flight), `F` a float add/mul/fma, `xN` a run of N. Blockwise promotes each K block's
 product into the accumulator with float ops: those overlap the tensor cores only where they come
@@ -74,6 +74,9 @@ def compile_config(kernel: str, config: triton.Config, constants: dict[str, Any]
     constants.update(
         {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default and p.name not in constants}
     )
+    missing = [p.name for p in fn.params if p.is_constexpr and p.name not in constants]
+    if missing:  # Triton would compile them as None: another kernel than the one launched
+        raise SystemExit(f"sass_dev: set {', '.join(missing)} for {kernel} (--const NAME=INT)")
     signature = {p.name: pointers.get(p.name, "i32") for p in fn.params if not p.is_constexpr}
     signature.update(dict.fromkeys(constants, "constexpr"))
     return triton.compile(

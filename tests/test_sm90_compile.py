@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,32 +18,44 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["--kernel", "gemm_fp8", "--granularity", "tensorwise"],
-        ["--kernel", "gemm_fp8", "--granularity", "rowwise"],
-        ["--kernel", "gemm_fp8", "--granularity", "blockwise"],
-        ["--kernel", "gemm_fp8", "--granularity", "blockwise", "--const", "Y_GROUP_N=1"],
-        ["--kernel", "gemm"],
-        ["--kernel", "grouped"],
-        ["--kernel", "grouped_db"],
-    ],
-    ids=" ".join,
-)
-def test_every_shipped_tile_compiles_for_sm90(args: list[str]) -> None:
+RUNS = [
+    ["--kernel", "gemm_fp8", "--granularity", "tensorwise"],
+    ["--kernel", "gemm_fp8", "--granularity", "rowwise"],
+    ["--kernel", "gemm_fp8", "--granularity", "blockwise"],
+    ["--kernel", "gemm_fp8", "--granularity", "blockwise", "--const", "Y_GROUP_N=1"],
+    ["--kernel", "gemm"],
+    ["--kernel", "grouped"],
+    ["--kernel", "grouped_db"],
+]
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every run's output, the runs side by side (compiling is CPU-bound: one per core)."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    process = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/dev/sass_dev.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks/dev/sass_dev.py"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(zip((" ".join(args) for args in RUNS), pool.map(run, RUNS), strict=True))
+
+
+@pytest.mark.parametrize("run", [" ".join(args) for args in RUNS])
+def test_every_shipped_tile_compiles_for_sm90(
+    run: str, compiled: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    process = compiled[run]
     assert process.returncode == 0, process.stderr[-3000:]
     assert "does not compile" not in process.stdout, process.stdout
-    compiled = re.findall(r"^  (\d+) registers, (\d+) bytes spilled", process.stdout, re.M)
+    found = re.findall(r"^  (\d+) registers, (\d+) bytes spilled", process.stdout, re.M)
     tiles = re.findall(r"^BLOCK_M=", process.stdout, re.M)
-    assert tiles and len(compiled) == len(tiles), process.stdout
+    assert tiles and len(found) == len(tiles), process.stdout
     # Every tile's loop holds the tensor-core products (the SASS was read, not an empty kernel).
     assert process.stdout.count("loop: ") == len(tiles) and "loop: no MMA" not in process.stdout

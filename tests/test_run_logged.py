@@ -57,7 +57,8 @@ def test_bytecode_goes_to_the_campaign_cache_where_writing_it_is_forbidden(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, torch_lacks_bytecode: bool
 ) -> None:
     """PYTHONDONTWRITEBYTECODE with a torch installed without bytecode: the children write theirs
-    under .git/campaign/python-cache (none in the tree), and the next child loads it from there."""
+    under .git/campaign/python-cache (none in the tree), and the next child loads it from there.
+    With a torch that has its bytecode, the environment is left as it is."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "helper.py").write_text("VALUE = 1\n")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -98,7 +99,7 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
 def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[str, Any]:
     """do_bench's loop (clear L2 with a memset, event, call, event; no host sync until the end;
     median), after a pre-roll of the same loop, with the clock record of the timed part (`flush`
-    False leaves the memset out: an experiment, benchmarks/dev/agreement_dev.py).
+    False leaves the memset out).
 
     One change from do_bench: the memset is made long enough to outlast the host's launch of the
     op, so that the GPU is still busy when the host records the start event and launches the op.
@@ -154,7 +155,11 @@ def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[
     }
 
 
-def independent(harness: ModuleType, shape: Any, forward_only: bool) -> Figures:
+def independent(
+    harness: ModuleType, shape: Any, forward_only: bool, input_sets: int = 1, flush: bool = True
+) -> Figures:
+    """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn (more than
+    one, and `flush` False, are experiments: benchmarks/dev/agreement_dev.py)."""
     import torch
 
     op = harness.OPS[harness.OP]
@@ -162,16 +167,26 @@ def independent(harness: ModuleType, shape: Any, forward_only: bool) -> Figures:
     os.environ[op.env_var] = harness.BACKEND  # read by the kernels at each call, as the harness sets it
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(20261129)
-    inputs = op.inputs(shape, generator, device, torch.bfloat16)
-    forward = op.provider(kernels, inputs)
-    figures = {"forward": back_to_back_ms(harness, forward)}
+    sets = [op.inputs(shape, generator, device, torch.bfloat16) for _ in range(input_sets)]
+    forwards = itertools.cycle([op.provider(kernels, inputs) for inputs in sets])
+    figures = {"forward": back_to_back_ms(harness, lambda: next(forwards)(), flush)}
     if not op.quant and not forward_only:
-        out = forward()
-        grad_out = op.grad_out(shape, generator, device, torch.bfloat16)
-        figures["backward"] = back_to_back_ms(
-            harness,
-            lambda: torch.autograd.grad(out, (inputs.a, inputs.b), grad_out, retain_graph=True),
+        graphs = itertools.cycle(
+            [
+                (
+                    op.provider(kernels, inputs)(),
+                    op.grad_out(shape, generator, device, torch.bfloat16),
+                    inputs,
+                )
+                for inputs in sets
+            ]
         )
+
+        def backward() -> Any:
+            out, grad_out, inputs = next(graphs)
+            return torch.autograd.grad(out, (inputs.a, inputs.b), grad_out, retain_graph=True)
+
+        figures["backward"] = back_to_back_ms(harness, backward, flush)
     return figures
 
 

@@ -113,8 +113,8 @@ def bytecode_env(worktree: Path) -> dict[str, str]:
     """Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE) and the installed
     torch has none (an image with read-only packages installed without it), the tool's children
     write theirs to the repository's `campaign/python-cache`: otherwise every harness, probe and
-    test process compiles torch's and triton's sources again, 4-8 s of a ~23 s harness process
-    (H200 image, 2026-11-30). Python checks a cached module against its source's size and time, as
+    test process compiles torch's and triton's sources again (a harness process of two shapes: 23 s,
+    14.6-15.1 s with such a cache; H200 image, 2026-11-30). Python checks a cached module against its source's size and time, as
     in `__pycache__`; the scripts run as `python FILE` (the harness, the probe) are compiled from
     source each time. Elsewhere the environment is left as it is: a prefix would make Python pass
     over the bytecode the packages already have."""

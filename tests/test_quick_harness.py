@@ -470,12 +470,15 @@ class FakeEnd:
         return self.done
 
 
-def run_cover(cover: qtb.Cover, ends: list[FakeEnd]) -> list[bool]:
-    """Launch one call per event; the GPU finishes the ones marked done before the next check."""
+def run_cover(cover: qtb.Cover, ends: list[FakeEnd], finish_previous: bool = False) -> list[bool]:
+    """Launch one call per event (whether it got a spin); with `finish_previous` the GPU finishes
+    each call while the next one launches, else none finishes."""
     spins = []
-    for end in ends:
+    for index, end in enumerate(ends):
         spins.append(cover.needed())
         cover.launched(end)
+        if finish_previous and index:
+            ends[index - 1].done = True
     return spins
 
 
@@ -491,13 +494,7 @@ def test_the_launch_cover_spins_until_enough_is_queued() -> None:
     # Host-bound (0.36 ms to launch a 0.26 ms call): the GPU is never far enough ahead, every call
     # gets a spin, even while the previous call still runs.
     cover = qtb.Cover(launch_s=0.36e-3, call_s=0.26e-3)
-    ends = [FakeEnd() for _ in range(4)]
-    spins = []
-    for index, end in enumerate(ends):
-        spins.append(cover.needed())
-        cover.launched(end)
-        if index:
-            ends[index - 1].done = True  # the GPU finishes a call while the next one launches
+    spins = run_cover(cover, [FakeEnd() for _ in range(4)], finish_previous=True)
     assert spins == [True] * 4 and cover.covered == 4 and len(cover.pending) == 2
     # Four calls queued ahead (three whole, the head nearly done) hide the launch: no spin.
     cover = qtb.Cover(launch_s=0.36e-3, call_s=0.26e-3)

@@ -19,7 +19,6 @@ Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/gate_check.py. Wr
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -34,45 +33,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from gate_check import OP_PINS, PICK, PINNED, PRESETS, harness_copy  # noqa: E402
 
-from gitcampaign.crosscheck import back_to_back_ms, harness_figures, load_harness  # noqa: E402
+from gitcampaign.crosscheck import harness_figures, independent, load_harness  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
 VARIANTS = ("harness", "b2b", "b2b-nomem", "b2b-pool")
-
-
-def back_to_back(harness: Any, shape: Any, variant: str) -> dict[str, Any]:
-    """crosscheck.independent's measurement, with the variant's memset and input sets."""
-    import torch
-
-    op = harness.OPS[harness.OP]
-    kernels = sys.modules[op.module]
-    os.environ[op.env_var] = harness.BACKEND
-    device = torch.device("cuda")
-    generator = torch.Generator(device=device).manual_seed(20261130)
-    sets = [
-        op.inputs(shape, generator, device, torch.bfloat16) for _ in range(2 if variant == "b2b-pool" else 1)
-    ]
-    forwards = itertools.cycle([op.provider(kernels, inputs) for inputs in sets])
-    flush = variant != "b2b-nomem"
-    figures = {"forward": back_to_back_ms(harness, lambda: next(forwards)(), flush)}
-    if not op.quant:
-        graphs = itertools.cycle(
-            [
-                (
-                    op.provider(kernels, inputs)(),
-                    op.grad_out(shape, generator, device, torch.bfloat16),
-                    inputs,
-                )
-                for inputs in sets
-            ]
-        )
-
-        def backward() -> Any:
-            out, grad_out, inputs = next(graphs)
-            return torch.autograd.grad(out, (inputs.a, inputs.b), grad_out, retain_graph=True)
-
-        figures["backward"] = back_to_back_ms(harness, backward, flush)
-    return figures
 
 
 def main() -> None:
@@ -108,7 +72,13 @@ def main() -> None:
                 op = harness.OPS[harness.OP]
                 entries = yaml.safe_load(shapes_file.read_text())
                 shape = harness.parse_shapes(entries, str(shapes_file), op.grouped, op.quant)[0]
-                figures = back_to_back(harness, shape, variant)
+                figures = independent(
+                    harness,
+                    shape,
+                    False,
+                    input_sets=2 if variant == "b2b-pool" else 1,
+                    flush=variant != "b2b-nomem",
+                )
             for phase, figure in figures.items():
                 rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
             (args.out / "agreement_dev.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -97,6 +97,9 @@ TRANSPOSED_TILE_C = 128
 # 128 registers a thread, so every program is resident and the persistent split stays even), 3
 # stages: two tiles in flight a program, 64 KB a SM for a pass that only reads.
 AMAX_ELEMS, AMAX_WARPS, AMAX_PER_SM, AMAX_STAGES = 8192, 8, 2, 3
+# Blockwise (1x128) on contiguous rows: a tile spans up to 8 blocks of each row (2 KB of bf16 a row
+# read in one run, 8 scales a row stored side by side) instead of one 256-byte block.
+BLOCKWISE_BLOCK_C = 1024
 # Rowwise on a strided view (a transposed operand of the fp8 GEMM's backward): 32 x 256 tiles (a
 # 64-byte run of each memory row per column of the tile), and the amax pass split into runs of 8
 # chunks (2048 columns), so that a view of a few thousand rows still spreads over every SM instead
@@ -356,19 +359,31 @@ def _quant_kernel(
     GIVEN_AMAX: tl.constexpr,
     ELEMS: tl.constexpr,
 ):
-    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile)."""
+    """Quantise a BLOCK_R x GROUP_C tile; GROUP_R = 1 (a scale per row) or BLOCK_R (one per tile).
+    With GROUP_R = 1 and BLOCK_C a multiple of GROUP_C (1x128 blocks), the tile is BLOCK_R x BLOCK_C:
+    BLOCK_C // GROUP_C groups of each row at once, scales (BLOCK_R, GROUPS)."""
     BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
     NUM_CHUNKS: tl.constexpr = (GROUP_C + BLOCK_C - 1) // BLOCK_C
+    GROUPS: tl.constexpr = BLOCK_C // GROUP_C if GROUP_R == 1 and BLOCK_C > GROUP_C else 1
+    tl.static_assert(GROUPS == 1 or BLOCK_C % GROUP_C == 0)
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     row_mask = rows < R
     x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xr
     q_rows = q_ptr + rows.to(tl.int64)[:, None] * C
-    col0 = pid_c * GROUP_C
+    col0 = pid_c * GROUP_C * GROUPS
     chunk = tl.arange(0, BLOCK_C)
 
-    if NUM_CHUNKS == 1:
+    if GROUPS > 1:
+        cols = col0 + chunk
+        mask = row_mask[:, None] & (cols[None, :] < C)
+        x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
+        x = tl.reshape(x.to(tl.float32), (BLOCK_R, GROUPS, GROUP_C))
+        scale, inv = _scale_and_inverse(tl.max(tl.abs(x), axis=2), FP8_MAX, EPS)
+        q = tl.reshape(_quantize_tile(x, inv[:, :, None], FP8_MAX), (BLOCK_R, BLOCK_C))
+        tl.store(q_rows + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    elif NUM_CHUNKS == 1:
         cols = col0 + chunk
         mask = row_mask[:, None] & (cols[None, :] < C)
         x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
@@ -403,7 +418,11 @@ def _quant_kernel(
             q = _quantize_tile(x.to(tl.float32), inv[:, None], FP8_MAX)
             tl.store(q_rows + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
 
-    if GIVEN_AMAX:
+    if GROUPS > 1:
+        groups = pid_c * GROUPS + tl.arange(0, GROUPS)
+        s_ptrs = s_ptr + rows.to(tl.int64)[:, None] * stride_sr + groups[None, :]
+        tl.store(s_ptrs, scale, mask=row_mask[:, None] & (groups[None, :] < tl.cdiv(C, GROUP_C)))
+    elif GIVEN_AMAX:
         # One scale for the whole tensor: the first program writes it.
         first = (pid_r == 0) & (pid_c == 0)
         tl.store(s_ptr + tl.arange(0, BLOCK_R), scale, mask=(tl.arange(0, BLOCK_R) == 0) & first)
@@ -530,9 +549,14 @@ def _quantize_triton(
         group_c = cols if granularity == "rowwise" else BLOCK
         widest = MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C
         block_c = min(triton.next_power_of_2(group_c), widest)
+        if granularity == "blockwise" and unit_stride:
+            block_c = min(triton.next_power_of_2(cols), BLOCKWISE_BLOCK_C) if cols > BLOCK else BLOCK
 
         def grid(meta: dict[str, int]) -> tuple[int, int]:
-            return (triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)), triton.cdiv(cols, group_c))
+            return (
+                triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)),
+                triton.cdiv(cols, max(group_c, block_c)),
+            )
 
         _quant_kernel_tuned[grid](
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),

@@ -96,10 +96,11 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
     return harness
 
 
-def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[str, Any]:
+def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any], flush: bool = True) -> dict[str, Any]:
     """do_bench's loop (clear L2 with a memset, event, call, event; no host sync until the end;
     median), after a pre-roll of the same loop, with the clock record of the timed part (`flush`
-    False leaves the memset out).
+    False leaves the memset out). `next_call()` gives the call to time next; what it runs itself
+    (new inputs) goes before the memset, outside the interval.
 
     One change from do_bench: the memset is made long enough to outlast the host's launch of the
     op, so that the GPU is still busy when the host records the start event and launches the op.
@@ -113,6 +114,7 @@ def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[
     monitor = harness.GpuMonitor(torch.device("cuda"))
     launch_s = math.inf
     for _ in range(5):
+        call = next_call()
         torch.cuda.synchronize()
         began = time.perf_counter()
         call()
@@ -131,6 +133,7 @@ def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[
         while time.perf_counter() - began < seconds:
             for _ in range(32):  # calls between reads of the host clock
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                call = next_call()
                 if flush:
                     clear.zero_()
                 start.record()
@@ -156,10 +159,16 @@ def back_to_back_ms(harness: ModuleType, call: Any, flush: bool = True) -> dict[
 
 
 def independent(
-    harness: ModuleType, shape: Any, forward_only: bool, input_sets: int = 1, flush: bool = True
+    harness: ModuleType,
+    shape: Any,
+    forward_only: bool,
+    input_sets: int = 1,
+    flush: bool = True,
+    fresh: bool = False,
 ) -> Figures:
-    """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn (more than
-    one, and `flush` False, are experiments: benchmarks/dev/agreement_dev.py)."""
+    """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn, or with
+    `fresh` on new inputs drawn before every call as the harness draws them (the others than the
+    defaults are experiments: benchmarks/dev/agreement_dev.py)."""
     import torch
 
     op = harness.OPS[harness.OP]
@@ -167,26 +176,27 @@ def independent(
     os.environ[op.env_var] = harness.BACKEND  # read by the kernels at each call, as the harness sets it
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(20261129)
-    sets = [op.inputs(shape, generator, device, torch.bfloat16) for _ in range(input_sets)]
-    forwards = itertools.cycle([op.provider(kernels, inputs) for inputs in sets])
-    figures = {"forward": back_to_back_ms(harness, lambda: next(forwards)(), flush)}
-    if not op.quant and not forward_only:
-        graphs = itertools.cycle(
-            [
-                (
-                    op.provider(kernels, inputs)(),
-                    op.grad_out(shape, generator, device, torch.bfloat16),
-                    inputs,
-                )
-                for inputs in sets
-            ]
+
+    def inputs() -> Any:
+        return op.inputs(shape, generator, device, torch.bfloat16)
+
+    def backward_of(one: Any) -> Any:
+        out, grad_out = op.provider(kernels, one)(), op.grad_out(shape, generator, device, torch.bfloat16)
+        return lambda: torch.autograd.grad(out, (one.a, one.b), grad_out, retain_graph=True)
+
+    sets = [] if fresh else [inputs() for _ in range(input_sets)]
+
+    def calls(make: Callable[[Any], Any]) -> Callable[[], Any]:
+        made = (
+            (make(inputs()) for _ in itertools.count())
+            if fresh
+            else itertools.cycle([make(one) for one in sets])
         )
+        return lambda: next(made)
 
-        def backward() -> Any:
-            out, grad_out, inputs = next(graphs)
-            return torch.autograd.grad(out, (inputs.a, inputs.b), grad_out, retain_graph=True)
-
-        figures["backward"] = back_to_back_ms(harness, backward, flush)
+    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), flush)}
+    if not op.quant and not forward_only:
+        figures["backward"] = back_to_back_ms(harness, calls(backward_of), flush)
     return figures
 
 

@@ -7,12 +7,16 @@ shape, each with its SM clock, power and temperature.
 Variants:
 - harness     the quick harness (fresh inputs from a pool, a pre-roll until the clock settles);
 - b2b         crosscheck's loop: one input set, a memset of at least 256 MB before each call;
-- b2b-nomem   the same without the memset;
-- b2b-pool    the memset, and two input sets taken in turn, as the harness's pool.
-Each round runs them in a rotated order, so that the heat one leaves biases none in particular.
+- b2b-pool    the memset, and two input sets taken in turn;
+- b2b-fresh   the memset, and new inputs drawn before every call (outside the interval), as the
+              harness draws them.
+Each round runs them in a rotated order, so that the heat one leaves biases none in particular; then
+the GPU time of drawing one input set (the work the harness puts between its timed calls).
 On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
-the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md): the variants say
-whether the memset, the single input set or the order makes the difference.
+the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md). A first run
+(11:33 UTC) left out the memset and the single input set as causes (b2b without the memset: grouped
+1470 MHz, slower still; quantiser 0.0997 ms, the host's launch inside the interval), which left the
+fresh draws.
 Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/gate_check.py. Writes OUT/agreement_dev.json.
 """
 
@@ -36,7 +40,7 @@ from gate_check import OP_PINS, PICK, PINNED, PRESETS, harness_copy  # noqa: E40
 from gitcampaign.crosscheck import harness_figures, independent, load_harness  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
-VARIANTS = ("harness", "b2b", "b2b-nomem", "b2b-pool")
+VARIANTS = ("harness", "b2b", "b2b-pool", "b2b-fresh")
 
 
 def main() -> None:
@@ -77,12 +81,27 @@ def main() -> None:
                     shape,
                     False,
                     input_sets=2 if variant == "b2b-pool" else 1,
-                    flush=variant != "b2b-nomem",
+                    fresh=variant == "b2b-fresh",
                 )
             for phase, figure in figures.items():
                 rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
             (args.out / "agreement_dev.json").write_text(json.dumps(rows, indent=1) + "\n")
+    op = harness.OPS[harness.OP]
+    shape = harness.parse_shapes(
+        yaml.safe_load(shapes_file.read_text()), str(shapes_file), op.grouped, op.quant
+    )[0]
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    draws = []
+    for _ in range(6):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        drawn = op.inputs(shape, generator, torch.device("cuda"), torch.bfloat16)
+        end.record()
+        end.synchronize()
+        draws.append(start.elapsed_time(end))
+        del drawn
     print(f"{args.op} {entry.label} ({args.backend}), {args.rounds} rounds")
+    print(f"drawing one input set: {statistics.median(draws[1:]):.3f} ms of GPU time (median of 5)")
     print("| variant | phase | ms (median of rounds) | per round | SM MHz | W | C max |")
     print("|---|---|---|---|---|---|---|")
     for variant in VARIANTS:

@@ -11,10 +11,11 @@ routings) shapes at micro-batch 1, with group sizes drawn by the harness's own r
    `F.linear` of equal FLOPs (M = ΣM rows, one N x K weight), with the ratios ours/torch and
    ours/dense as speed ratios (> 1: ours is faster), and the autotuner's picks;
 3. per-config times of each TMA kernel (forward, dA and dB separately) with each autotune config
-   pinned, on a few shapes; a config that fails to compile or run prints its error and the run goes on.
+   pinned, on a few shapes (`--config-shapes`), with the forward's tile count and the rounds of the
+   SMs it takes; a config that fails to compile or run prints its error and the run goes on.
 
 Inputs are reused across timed calls (L2 may hold part of a small operand; the harness uses fresh
-inputs). Run: `python benchmarks/dev/grouped_dev.py [--full] [--no-configs]` from the repository
+inputs). Run: `python benchmarks/dev/grouped_dev.py [--full] [--no-configs] [--config-shapes A,B]` from the repository
 root; everything goes to stdout.
 """
 
@@ -168,10 +169,16 @@ def per_config(shape: Shape, seed: int) -> None:
     fwd_flops = 2.0 * shape.M * shape.N * shape.K
     print(f"{shape.label} (each product {fwd_flops / 1e12:.2f} TFLOP)", flush=True)
     forward = gg._grouped_matmul_nt_tma_kernel
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
     for config in gg._hopper_tma_configs():
         fwd = pinned(forward, config, lambda: gg._grouped_matmul_nt(a, b, sizes))
         da = pinned(forward, config, lambda: gg._grouped_matmul_nt(g, b.transpose(1, 2), sizes))
-        print(f"  fwd {fwd:>12s}  dA {da:>12s}  {config}", flush=True)
+        # Output tiles of the forward and how many rounds of the SMs they take: a persistent kernel
+        # pays whole rounds, so a last round barely begun costs nearly a full one.
+        bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+        tiles = int(((sizes + bm - 1) // bm).sum()) * triton.cdiv(shape.N, bn)
+        waves = f"{tiles} tiles, {tiles / sms:.2f} rounds"
+        print(f"  fwd {fwd:>12s}  dA {da:>12s}  {waves:>22s}  {config}", flush=True)
     for config in gg._hopper_tma_db_configs():
         db = pinned(gg._grouped_db_tma_kernel, config, lambda: gg._grouped_db(g, a, sizes))
         print(f"  dB  {db:>12s}  {config}", flush=True)
@@ -181,6 +188,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="all five DeepSeek-V3 routings")
     parser.add_argument("--no-configs", action="store_true", help="skip the per-config times")
+    parser.add_argument(
+        "--config-shapes", default=",".join(CONFIG_SHAPES), help="comma list of the shapes timed per config"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("grouped_dev: needs a CUDA GPU", file=sys.stderr)
@@ -229,7 +239,7 @@ def main() -> int:
     if not args.no_configs:
         print("\n== per-config times (TMA kernels, each config pinned) ==")
         by_label = {shape.label: shape for shape in shapes(True)}
-        for index, label in enumerate(CONFIG_SHAPES):
+        for index, label in enumerate(args.config_shapes.split(",")):
             try:
                 per_config(by_label[label], seed=2000 + index)
             except Exception as exc:

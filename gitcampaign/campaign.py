@@ -22,7 +22,7 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Phase, Status
+from gitcampaign.vocabulary import Phase, Status, hypothesis_of
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -293,6 +293,8 @@ class Campaign:
             hypothesis = str(decision.get("hypothesis", "")) if decision else ""
             if not hypothesis:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
+            if not hypothesis and round_commit:  # a branch description stays in its clone; a message travels
+                hypothesis = hypothesis_of(g.commit_message(self.repo, round_commit))
             rounds.append(Round(number, status, round_commit, hypothesis.strip(), docs))
         return baseline, rounds
 

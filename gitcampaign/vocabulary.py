@@ -58,6 +58,12 @@ CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
 MESSAGE_FORMAT = "Hypothesis: <what you expect and why>\nChange: <the one change this round makes>"
 
 
+def hypothesis_of(message: str) -> str:
+    """The text of a round commit message's `Hypothesis:` line ('' without one)."""
+    line = next((line for line in message.splitlines() if HYPOTHESIS_RE.match(line)), "")
+    return line.split(":", 1)[1].strip() if line else ""
+
+
 def missing_message_lines(lines: Iterable[str]) -> list[str]:
     """The labels (`Hypothesis:`, `Change:`) that no line of a round's commit message carries."""
     lines = list(lines)

@@ -12,7 +12,7 @@ from git import Repo
 from gitcampaign import git as g
 from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
-from gitcampaign.vocabulary import HYPOTHESIS_RE, MESSAGE_FORMAT, Status, missing_message_lines
+from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
 
 
 @dataclass
@@ -96,5 +96,4 @@ def _candidate(repo: Repo, ref: str) -> tuple[str, str]:
             f"--from {ref} ({commit[:12]}) has no {' and '.join(missing)} line in its message",
             f"reword it (`git commit --amend` on its branch) to carry\n{MESSAGE_FORMAT}",
         )
-    hypothesis = next(line for line in lines if HYPOTHESIS_RE.match(line)).split(":", 1)[1].strip()
-    return commit, hypothesis
+    return commit, hypothesis_of("\n".join(lines))

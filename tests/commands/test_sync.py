@@ -209,6 +209,20 @@ def test_export_import_round_trip_then_the_campaign_continues(
     assert [n for n in g.open_repo(fresh).git.branch("--list", "campaign/*").split() if "round-3" in n]
 
 
+def test_an_imported_open_round_shows_its_hypothesis(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """`round` keeps the hypothesis in the clone's branch description, which no bundle carries: the
+    importing side reads it from the round commit's `Hypothesis:` line (an interrupted validate's
+    round, rolled back there by hand, otherwise showed none in `log`, `show` and the override's verdict)."""
+    alice, _, origin = team
+    commit_round(alice, "smaller tiles", 80)
+    bundle = Path(export(alice, NAME, tmp_path / "alice.bundle").path)
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    import_bundle(fresh, bundle)
+    assert g.config_get(g.open_repo(fresh), f"branch.campaign/{NAME}/round-2.description") is None
+    assert show(fresh, NAME, 2).hypothesis == "smaller tiles"
+
+
 def test_import_refuses_to_clobber_a_diverged_round(team: tuple[Path, Path, Path], tmp_path: Path) -> None:
     alice, bob, _ = team
     commit_round(alice, "smaller tiles", 80)

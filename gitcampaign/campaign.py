@@ -114,6 +114,14 @@ class Campaign:
     def main_ref(self) -> str:
         return str(CampaignRef.main(self.name))
 
+    def leave_for_main(self) -> None:
+        """Check out the campaign's main where HEAD is on one of the campaign's branches (a round
+        branch is about to be reset or deleted under it, or the next round opens from main); HEAD
+        anywhere else, the project's own branch or a detached HEAD, stays where the user has it."""
+        current = g.current_branch(self.repo)
+        if current is not None and CampaignRef.owner(current) == self.name:
+            g.checkout(self.repo, self.main_branch)
+
     def round_branch(self, number: int) -> str:
         return CampaignRef.round_branch(self.name, number).branch
 
@@ -432,9 +440,9 @@ def apply_decision(
                 g.move_branch(
                     repo, campaign.main_branch, commit, incumbent, f"campaign: accept round {number}"
                 )
-            g.checkout(repo, campaign.main_branch)
+            campaign.leave_for_main()
             return
-        g.checkout(repo, campaign.main_branch)
+        campaign.leave_for_main()
         if g.rev(repo, pin) is None:
             g.update_ref(repo, pin, commit, None, f"campaign: pin rejected round {number}")
         g.fault_point("apply:pinned")

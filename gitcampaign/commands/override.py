@@ -106,7 +106,7 @@ def rollback(repo_path: Path, campaign_name: str | None, number: int | None, rea
                 f"round {entry.number} is pending", "finish it with `git campaign validate` first"
             )
         if entry.status == Status.EMPTY:
-            g.checkout(repo, campaign.main_branch)
+            campaign.leave_for_main()
             g.delete_ref(repo, campaign.round_ref(entry.number), head)
             return OverrideResult(entry.number, ABANDONED, str(previous), None)
         assert entry.commit is not None

@@ -244,6 +244,20 @@ def test_manual_overrides_are_recorded(project: Path) -> None:
     assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
 
 
+def test_a_decision_moves_head_only_off_the_campaigns_own_branches(project: Path) -> None:
+    """From the project's own branch a rollback changes refs and leaves HEAD and files alone (a commit
+    made next belongs to that branch, not to the campaign's line); from the round branch it takes the
+    user to the campaign's main, where the next round opens."""
+    commit_round(project, "abandoned", 90)
+    git(project, "checkout", "-q", "main")
+    rollback(project, None, 2, "stopped before its validation finished")
+    assert git(project, "symbolic-ref", "--short", "HEAD").strip() == "main"
+    assert ref(project, C.rejected_ref(NAME, 2)) is not None
+    commit_round(project, "also abandoned", 95)
+    rollback(project, None, 3, "")
+    assert git(project, "symbolic-ref", "--short", "HEAD").strip() == C.main_branch(NAME)
+
+
 def test_log_show_status_json_and_report(project: Path) -> None:
     commit_round(project, "faster", 110)
     validate(project, None)

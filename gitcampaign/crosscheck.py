@@ -35,7 +35,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -165,10 +165,12 @@ def independent(
     input_sets: int = 1,
     flush: bool = True,
     fresh: bool = False,
+    burst: int = 1,
 ) -> Figures:
     """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn, or with
-    `fresh` on new inputs drawn before every call as the harness draws them (the others than the
-    defaults are experiments: benchmarks/dev/agreement_dev.py)."""
+    `fresh` on new inputs for every call, drawn `burst` sets at a time ahead of their calls (1: before
+    each call, as the harness draws them). Other than the defaults, experiments:
+    benchmarks/dev/agreement_dev.py."""
     import torch
 
     op = harness.OPS[harness.OP]
@@ -186,12 +188,12 @@ def independent(
 
     sets = [] if fresh else [inputs() for _ in range(input_sets)]
 
+    def drawn(make: Callable[[Any], Any]) -> Iterator[Any]:
+        while True:
+            yield from [make(inputs()) for _ in range(burst)]
+
     def calls(make: Callable[[Any], Any]) -> Callable[[], Any]:
-        made = (
-            (make(inputs()) for _ in itertools.count())
-            if fresh
-            else itertools.cycle([make(one) for one in sets])
-        )
+        made = drawn(make) if fresh else itertools.cycle([make(one) for one in sets])
         return lambda: next(made)
 
     figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), flush)}

@@ -3,13 +3,17 @@ and of variants of `git campaign calibrate`'s back-to-back loop (gitcampaign.cro
 shape, each with its SM clock, power and temperature.
 
     python3 benchmarks/dev/agreement_dev.py OUT [--op grouped_gemm] [--pick 0] [--rounds 3] [--backend triton]
+        [--bursts 4,16]
 
 Variants:
 - harness     the quick harness (fresh inputs from a pool, a pre-roll until the clock settles);
 - b2b         crosscheck's loop: one input set, a memset of at least 256 MB before each call;
 - b2b-pool    the memset, and two input sets taken in turn;
 - b2b-fresh   the memset, and new inputs drawn before every call (outside the interval), as the
-              harness draws them.
+              harness draws them;
+- b2b-burstN  new inputs for every call, drawn N sets at a time ahead of N calls back to back (with
+              --bursts N,...): how long a run of calls without draws between them must be for the
+              clock to come down to b2b's, which a harness that draws ahead would need.
 Each round runs them in a rotated order, so that the heat one leaves biases none in particular; then
 the GPU time of drawing one input set (the work the harness puts between its timed calls).
 On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
@@ -50,6 +54,7 @@ def main() -> None:
     parser.add_argument("--pick", type=int, default=0, help="which of gate_check's picked shapes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", default="triton", help="triton (ours) or torch (the vendor)")
+    parser.add_argument("--bursts", default="", help="comma list of N: a b2b-burstN variant each")
     args = parser.parse_args()
     import torch
 
@@ -61,9 +66,10 @@ def main() -> None:
     shapes_file = args.out / "shape.yaml"
     shapes_file.write_text(dump_shapes([entry]))
     harness = load_harness(harness_copy(args.op, args.backend), "ours", args.backend)
+    variants = VARIANTS + tuple(f"b2b-burst{n}" for n in args.bursts.split(",") if n)
     rows = []
     for index in range(args.rounds):
-        order = VARIANTS[index % len(VARIANTS) :] + VARIANTS[: index % len(VARIANTS)]
+        order = variants[index % len(variants) :] + variants[: index % len(variants)]
         for variant in order:
             print(f"agreement_dev: round {index + 1}/{args.rounds}: {variant}", file=sys.stderr, flush=True)
             if variant == "harness":
@@ -76,12 +82,14 @@ def main() -> None:
                 op = harness.OPS[harness.OP]
                 entries = yaml.safe_load(shapes_file.read_text())
                 shape = harness.parse_shapes(entries, str(shapes_file), op.grouped, op.quant)[0]
+                burst = int(variant.removeprefix("b2b-burst")) if variant.startswith("b2b-burst") else 1
                 figures = independent(
                     harness,
                     shape,
                     False,
                     input_sets=2 if variant == "b2b-pool" else 1,
-                    fresh=variant == "b2b-fresh",
+                    fresh=variant == "b2b-fresh" or burst > 1,
+                    burst=burst,
                 )
             for phase, figure in figures.items():
                 rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
@@ -104,7 +112,7 @@ def main() -> None:
     print(f"drawing one input set: {statistics.median(draws[1:]):.3f} ms of GPU time (median of 5)")
     print("| variant | phase | ms (median of rounds) | per round | SM MHz | W | C max |")
     print("|---|---|---|---|---|---|---|")
-    for variant in VARIANTS:
+    for variant in variants:
         for phase in ("forward", "backward"):
             mine = [row for row in rows if row["variant"] == variant and row["phase"] == phase]
             if not mine:

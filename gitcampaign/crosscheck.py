@@ -96,11 +96,11 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
     return harness
 
 
-def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any], flush: bool = True) -> dict[str, Any]:
+def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any]) -> dict[str, Any]:
     """do_bench's loop (clear L2 with a memset, event, call, event; no host sync until the end;
-    median), after a pre-roll of the same loop, with the clock record of the timed part (`flush`
-    False leaves the memset out). `next_call()` gives the call to time next; what it runs itself
-    (new inputs) goes before the memset, outside the interval.
+    median), after a pre-roll of the same loop, with the clock record of the timed part.
+    `next_call()` gives the call to time next; what it runs itself (new inputs) goes before the
+    memset, outside the interval.
 
     One change from do_bench: the memset is made long enough to outlast the host's launch of the
     op, so that the GPU is still busy when the host records the start event and launches the op.
@@ -125,7 +125,7 @@ def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any], flush: bo
     # clock (a clear sized from the slowest of 3 backward launches ran the calls at 1980 MHz where
     # the harness ran them at 1485, H200, 2026-11-29).
     flush_bytes = min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * launch_s * HBM_WRITE_BYTES_PER_S)))
-    clear = torch.empty(flush_bytes if flush else 0, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
 
     def loop(seconds: float, timed: bool) -> list[float]:
         pairs = []
@@ -134,8 +134,7 @@ def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any], flush: bo
             for _ in range(32):  # calls between reads of the host clock
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 call = next_call()
-                if flush:
-                    clear.zero_()
+                flush.zero_()
                 start.record()
                 call()
                 end.record()
@@ -163,13 +162,11 @@ def independent(
     shape: Any,
     forward_only: bool,
     input_sets: int = 1,
-    flush: bool = True,
-    fresh: bool = False,
-    burst: int = 1,
+    draws: int = 0,
 ) -> Figures:
-    """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn, or with
-    `fresh` on new inputs for every call, drawn `burst` sets at a time ahead of their calls (1: before
-    each call, as the harness draws them). Other than the defaults, experiments:
+    """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn; with
+    `draws` N > 0 on new inputs for every call instead, drawn N sets at a time ahead of their calls
+    (1: before each call, as the harness draws them). Other than the defaults, experiments:
     benchmarks/dev/agreement_dev.py."""
     import torch
 
@@ -186,19 +183,19 @@ def independent(
         out, grad_out = op.provider(kernels, one)(), op.grad_out(shape, generator, device, torch.bfloat16)
         return lambda: torch.autograd.grad(out, (one.a, one.b), grad_out, retain_graph=True)
 
-    sets = [] if fresh else [inputs() for _ in range(input_sets)]
+    sets = [] if draws else [inputs() for _ in range(input_sets)]
 
     def drawn(make: Callable[[Any], Any]) -> Iterator[Any]:
         while True:
-            yield from [make(inputs()) for _ in range(burst)]
+            yield from [make(inputs()) for _ in range(draws)]
 
     def calls(make: Callable[[Any], Any]) -> Callable[[], Any]:
-        made = drawn(make) if fresh else itertools.cycle([make(one) for one in sets])
+        made = drawn(make) if draws else itertools.cycle([make(one) for one in sets])
         return lambda: next(made)
 
-    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), flush)}
+    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)))}
     if not op.quant and not forward_only:
-        figures["backward"] = back_to_back_ms(harness, calls(backward_of), flush)
+        figures["backward"] = back_to_back_ms(harness, calls(backward_of))
     return figures
 
 

@@ -547,10 +547,10 @@ def _quantize_triton(
         _quantize_rowwise_split(x, q, scales, fp8_max)
     elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
-        widest = MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C
-        block_c = min(triton.next_power_of_2(group_c), widest)
-        if granularity == "blockwise" and unit_stride:
-            block_c = min(triton.next_power_of_2(cols), BLOCKWISE_BLOCK_C) if cols > BLOCK else BLOCK
+        if granularity == "blockwise" and unit_stride:  # several 1x128 blocks of each row a tile
+            block_c = max(BLOCK, min(triton.next_power_of_2(cols), BLOCKWISE_BLOCK_C))
+        else:
+            block_c = min(triton.next_power_of_2(group_c), MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C)
 
         def grid(meta: dict[str, int]) -> tuple[int, int]:
             return (

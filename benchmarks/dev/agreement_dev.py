@@ -11,16 +11,16 @@ Variants:
 - b2b-pool    the memset, and two input sets taken in turn;
 - b2b-fresh   the memset, and new inputs drawn before every call (outside the interval), as the
               harness draws them;
-- b2b-burstN  new inputs for every call, drawn N sets at a time ahead of N calls back to back (with
-              --bursts N,...): how long a run of calls without draws between them must be for the
+- b2b-burstN  the memset, and new inputs for every call, drawn N sets at a time ahead of N calls
+              back to back (with --bursts N,...): how long a run of calls without draws between them must be for the
               clock to come down to b2b's, which a harness that draws ahead would need.
 Each round runs them in a rotated order, so that the heat one leaves biases none in particular; then
 the GPU time of drawing one input set (the work the harness puts between its timed calls).
 On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
 the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md). A first run
-(11:33 UTC) left out the memset and the single input set as causes (b2b without the memset: grouped
-1470 MHz, slower still; quantiser 0.0997 ms, the host's launch inside the interval), which left the
-fresh draws.
+(11:33 UTC) left out the memset and the single input set as causes (b2b without the memset, a
+variant since dropped: grouped 1470 MHz, slower still; quantiser 0.0997 ms, the host's launch inside
+the interval), which left the fresh draws.
 Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/gate_check.py. Writes OUT/agreement_dev.json.
 """
 
@@ -44,7 +44,8 @@ from gate_check import OP_PINS, PICK, PINNED, PRESETS, harness_copy  # noqa: E40
 from gitcampaign.crosscheck import harness_figures, independent, load_harness  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
-VARIANTS = ("harness", "b2b", "b2b-pool", "b2b-fresh")
+# The outside clock's variants: crosscheck.independent's arguments for each.
+OUTSIDE = {"b2b": {}, "b2b-pool": {"input_sets": 2}, "b2b-fresh": {"draws": 1}}
 
 
 def main() -> None:
@@ -66,7 +67,12 @@ def main() -> None:
     shapes_file = args.out / "shape.yaml"
     shapes_file.write_text(dump_shapes([entry]))
     harness = load_harness(harness_copy(args.op, args.backend), "ours", args.backend)
-    variants = VARIANTS + tuple(f"b2b-burst{n}" for n in args.bursts.split(",") if n)
+    outside = {**OUTSIDE, **{f"b2b-burst{n}": {"draws": int(n)} for n in args.bursts.split(",") if n}}
+    variants = ("harness", *outside)
+    op = harness.OPS[harness.OP]
+    shape = harness.parse_shapes(
+        yaml.safe_load(shapes_file.read_text()), str(shapes_file), op.grouped, op.quant
+    )[0]
     rows = []
     for index in range(args.rounds):
         order = variants[index % len(variants) :] + variants[: index % len(variants)]
@@ -79,25 +85,10 @@ def main() -> None:
                 if check != "PASS":
                     raise SystemExit(f"agreement_dev: the harness says {check} (see {csv_path})")
             else:
-                op = harness.OPS[harness.OP]
-                entries = yaml.safe_load(shapes_file.read_text())
-                shape = harness.parse_shapes(entries, str(shapes_file), op.grouped, op.quant)[0]
-                burst = int(variant.removeprefix("b2b-burst")) if variant.startswith("b2b-burst") else 1
-                figures = independent(
-                    harness,
-                    shape,
-                    False,
-                    input_sets=2 if variant == "b2b-pool" else 1,
-                    fresh=variant == "b2b-fresh" or burst > 1,
-                    burst=burst,
-                )
+                figures = independent(harness, shape, False, **outside[variant])
             for phase, figure in figures.items():
                 rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
             (args.out / "agreement_dev.json").write_text(json.dumps(rows, indent=1) + "\n")
-    op = harness.OPS[harness.OP]
-    shape = harness.parse_shapes(
-        yaml.safe_load(shapes_file.read_text()), str(shapes_file), op.grouped, op.quant
-    )[0]
     generator = torch.Generator(device="cuda").manual_seed(1)
     draws = []
     for _ in range(6):

@@ -89,11 +89,11 @@ def _candidate(repo: Repo, ref: str) -> tuple[str, str]:
             f"--from {ref} ({commit[:12]}) is not a single-parent commit: a round is one change",
             "squash the candidate into one commit on its branch",
         )
-    lines = g.commit_message(repo, commit).splitlines()
-    missing = missing_message_lines(lines)
+    message = g.commit_message(repo, commit)
+    missing = missing_message_lines(message.splitlines())
     if missing:
         raise CampaignError(
             f"--from {ref} ({commit[:12]}) has no {' and '.join(missing)} line in its message",
             f"reword it (`git commit --amend` on its branch) to carry\n{MESSAGE_FORMAT}",
         )
-    return commit, hypothesis_of("\n".join(lines))
+    return commit, hypothesis_of(message)

@@ -96,7 +96,9 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
     return harness
 
 
-def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any]) -> dict[str, Any]:
+def back_to_back_ms(
+    harness: ModuleType, next_call: Callable[[], Any], clear: str = "write"
+) -> dict[str, Any]:
     """do_bench's loop (clear L2 with a memset, event, call, event; no host sync until the end;
     median), after a pre-roll of the same loop, with the clock record of the timed part.
     `next_call()` gives the call to time next; what it runs itself (new inputs) goes before the
@@ -106,7 +108,8 @@ def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any]) -> dict[s
     op, so that the GPU is still busy when the host records the start event and launches the op.
     do_bench's fixed 256 MB clear (~0.1 ms) does not cover a launch-heavy op of a few tens of
     microseconds: its interval then includes the launch (0.077 ms against 0.028 ms for an fp8
-    quantisation of 8192x4096, H200, 2026-11-29)."""
+    quantisation of 8192x4096, H200, 2026-11-29). `clear="read"` (an experiment) reads the buffer
+    instead of writing it, leaving L2 with clean lines."""
     import time
 
     import torch
@@ -134,7 +137,10 @@ def back_to_back_ms(harness: ModuleType, next_call: Callable[[], Any]) -> dict[s
             for _ in range(32):  # calls between reads of the host clock
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 call = next_call()
-                flush.zero_()
+                if clear == "write":
+                    flush.zero_()
+                else:
+                    flush.amax()
                 start.record()
                 call()
                 end.record()
@@ -163,6 +169,7 @@ def independent(
     forward_only: bool,
     input_sets: int = 1,
     draws: int = 0,
+    clear: str = "write",
 ) -> Figures:
     """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn; with
     `draws` N > 0 on new inputs for every call instead, drawn N sets at a time ahead of their calls
@@ -193,9 +200,9 @@ def independent(
         made = drawn(make) if draws else itertools.cycle([make(one) for one in sets])
         return lambda: next(made)
 
-    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)))}
+    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), clear)}
     if not op.quant and not forward_only:
-        figures["backward"] = back_to_back_ms(harness, calls(backward_of))
+        figures["backward"] = back_to_back_ms(harness, calls(backward_of), clear)
     return figures
 
 

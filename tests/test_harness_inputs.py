@@ -5,7 +5,9 @@ work the quick harness measures.
   `kernels/grouped_gemm.py` leaves the measured distribution as it was, and a kernel module that
   patches the harness's routing from inside the process fails every shape.
 - Every timed call gets fresh inputs: a kernel that caches its result keyed on `id()` or `data_ptr()`
-  of its inputs either never answers from the cache (it gains nothing) or answers wrongly and fails.
+  of its inputs either never answers from the cache (it gains nothing) or answers wrongly and fails;
+  the inputs are views into banks of random values (no draw between timed calls), at addresses and
+  with contents no earlier call had, and a cache keyed on the bank's storage fails.
 - The op modules import nothing from `gitcampaign`.
 
 All run the real template on the CPU, as a subprocess in a scratch repository (see test_quick_harness).
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from gitcampaign.templates import quick_test_bench as qtb
 from tests.test_quick_harness import REPO_ROOT, harness_repo, rows, run_harness
@@ -84,6 +87,20 @@ def gemm(a, b):
         time.sleep({SLOW_MS / 1e3})
         _cache[key] = (a @ b.T).detach()
     return _cache[key] + 0 * (a[:, :1] @ b[:, :1].T)
+"""
+
+
+# A cache keyed on the storage under the inputs (what views into one bank share): it answers from
+# the first call of each storage, so it hits on every later call and its answers are wrong.
+STORAGE_CACHE = """
+_cache = {}
+
+
+def gemm(a, b):
+    key = (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr())
+    if key not in _cache:
+        _cache[key] = (a @ b.T).detach()
+    return _cache[key].clone()
 """
 
 
@@ -182,3 +199,65 @@ def test_the_op_modules_import_nothing_from_gitcampaign(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def _takes(bank: qtb.Bank, count: int, size: tuple[int, ...]) -> list[torch.Tensor]:
+    return [bank.take(size, torch.float16) for _ in range(count)]
+
+
+def test_bank_views_never_share_an_address_and_rest_between_uses() -> None:
+    """Views of 1 KB with an L2 of 16 KB: a pass holds ceil(4 x 16 / 1) + 1 = 65 takes, two passes
+    fit a 1 KB stride at 512-byte alignment, then the values are drawn anew. Over 400 takes: every
+    view at an address of its own, aligned as the caching allocator aligns, with contents of its
+    own, and any two views that share a byte are at least 64 takes apart."""
+    bank = qtb.Bank(torch.Generator().manual_seed(1), "cpu", l2_bytes=16 * 1024)
+    views = _takes(bank, 400, (8, 64))
+    assert len({view.data_ptr() for view in views}) == 400
+    bases = {view.untyped_storage().data_ptr() for view in views}
+    assert len(bases) == 400 // (2 * 65) + 1  # drawn anew after every second pass
+    assert all(
+        (view.data_ptr() - view.untyped_storage().data_ptr()) % qtb.BANK_ALIGN_BYTES == 0 for view in views
+    )
+    assert len({view.numpy().tobytes() for view in views}) == 400
+    for first, view in enumerate(views):
+        for later in range(first + 1, len(views)):
+            other = views[later]
+            shared = (
+                other.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
+                and abs(other.data_ptr() - view.data_ptr()) < view.numel() * view.element_size()
+            )
+            assert not shared or later - first >= 64, (first, later)
+    assert bank.handed_out == 400 * 8 * 64 * 2
+
+
+def test_bank_keeps_a_view_taken_before_it_was_drawn_anew() -> None:
+    """A view taken before a redraw keeps its values: a timed backward's saved forward inputs stay
+    as they were (a redraw in place would bump their version and break the backward)."""
+    bank = qtb.Bank(torch.Generator().manual_seed(2), "cpu")
+    first = bank.take((4, 256), torch.float16)
+    kept = first.clone()
+    _takes(bank, 20, (4, 256))  # 2 KB: four offsets in its stride, 9 takes between redraws
+    later = bank.take((4, 256), torch.float16)
+    assert later.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    assert torch.equal(first, kept) and first._version == 0
+
+
+def test_banks_are_per_size_dtype_and_distribution() -> None:
+    """The quantiser's inputs keep their per-row binades; a GEMM's a, b and grad_out of one size walk
+    one bank together (disjoint views)."""
+    bank = qtb.Bank(torch.Generator().manual_seed(3), "cpu")
+    x = bank.take((64, 128), torch.float32, qtb.binades)
+    spread = x.abs().amax(dim=1)
+    assert float(spread.max() / spread.min()) > 64  # rows 2^-6 .. 2^6 apart
+    a, g = bank.take((64, 128), torch.float32), bank.take((64, 128), torch.float32)
+    assert len(bank.banks) == 2 and a.untyped_storage().data_ptr() == g.untyped_storage().data_ptr()
+    assert abs(a.data_ptr() - g.data_ptr()) >= a.numel() * a.element_size()
+
+
+def test_a_cache_keyed_on_the_bank_storage_fails(tmp_path: Path) -> None:
+    harness = harness_repo(tmp_path / "repo", "gemm", "triton", {"gemm.py": STORAGE_CACHE})
+    process, csv_text = run_harness(
+        harness, [{"label": "stored", "M": 64, "N": 64, "K": 64}], "--repeats", "2", "--forward-only"
+    )
+    assert process.returncode == 1, process.stderr
+    assert csv_text is not None and rows(csv_text)[0]["Check"] == "FAIL", process.stderr

@@ -6,11 +6,14 @@ shape, each with its SM clock, power and temperature.
         [--bursts 4,16]
 
 Variants:
-- harness     the quick harness (fresh inputs from a pool, a pre-roll until the clock settles);
+- harness     the quick harness (fresh inputs as views into banks of random values drawn once, a
+              pre-roll until the clock settles);
 - b2b         crosscheck's loop: one input set, a memset of at least 256 MB before each call;
 - b2b-pool    the memset, and two input sets taken in turn;
 - b2b-fresh   the memset, and new inputs drawn before every call (outside the interval), as the
               harness draws them;
+- b2b-read    one input set, the clear reads its buffer instead of writing it (L2 left clean, where the
+              memset leaves it dirty);
 - b2b-burstN  the memset, and new inputs for every call, drawn N sets at a time ahead of N calls
               back to back (with --bursts N,...): how long a run of calls without draws between them must be for the
               clock to come down to b2b's, which a harness that draws ahead would need.
@@ -45,7 +48,7 @@ from gitcampaign.crosscheck import harness_figures, independent, load_harness  #
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
 # The outside clock's variants: crosscheck.independent's arguments for each.
-OUTSIDE = {"b2b": {}, "b2b-pool": {"input_sets": 2}, "b2b-fresh": {"draws": 1}}
+OUTSIDE = {"b2b": {}, "b2b-pool": {"input_sets": 2}, "b2b-fresh": {"draws": 1}, "b2b-read": {"clear": "read"}}
 
 
 def main() -> None:

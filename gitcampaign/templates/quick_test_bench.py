@@ -14,15 +14,16 @@ What a number means here, and why it is hard to fool:
   SM clock to where the power limit holds it (an isolated call on an idle GPU runs at boost clock,
   10-25% faster on the H200); SM clock, power and temperature of each timed window are recorded
   (NVML) in the log and in `*.clocks.json` beside the CSV, with a warning when the clock moved;
-- every timed call gets fresh random inputs, made outside the timed region and used once, so caches
-  keyed on tensor identity miss as they would in training; they come from a pool of prepared sets
-  larger than L2 several times over, so no call finds its inputs in L2;
+- every timed call gets fresh random inputs, prepared outside the timed region and used once, so
+  caches keyed on tensor identity or address miss as they would in training: views at new addresses
+  (new contents) into banks of random values drawn once per shape, several times larger than L2, so
+  no call finds its inputs in L2 and no random draw runs between the calls (Bank says why);
 - CUDA events around the op only, the host's launch kept outside them; compilation and autotuning
   happen in an untimed warm-up; gradients are never accumulated (each timed backward is
   `torch.autograd.grad` on its own fresh forward, run when its set was prepared);
 - metric per repeat, median over repeats, population stddev of the per-repeat metric in `*_stddev`;
-- after timing, correctness runs on fresh inputs (which the allocator tends to place where earlier
-  inputs lived, so a stale cache answers wrongly): outputs are poisoned with NaN before each checked
+- after timing, correctness runs on fresh inputs (new contents in the storage the timed calls read,
+  so a cache keyed on the storage answers wrongly): outputs are poisoned with NaN before each checked
   call, inputs must come back bit for bit unchanged, two runs on the same inputs must agree bit for
   bit, a third run with the activation's values changed behind the same identity (object, address,
   `_version`) must give a new result, and SNR is measured in float64 against a float64 reference;
@@ -91,8 +92,10 @@ DISTRIBUTIONS = ("uniform", "top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one"
 SKEWED_DISTRIBUTIONS = ("top2_cf1.0", "top1_cf1.25", "hot_half", "empty_one")
 SHAPE_FIELDS = ("label", "B", "M", "N", "K", "dist", "min_snr_db")
 # Back-to-back timing (Clock.back_to_back says why each is there).
-POOL_L2_MULTIPLE = 4  # bytes prepared between a set's making and its use, in L2 sizes
+POOL_L2_MULTIPLE = 4  # bytes read between two uses of an input byte, in L2 sizes
 POOL_MAX_SETS = 1024  # tiny shapes: enough sets, bounded host time to make them
+BANK_ALIGN_BYTES = 512  # an input view starts where the caching allocator would place a tensor
+BANK_PASSES = 1024  # passes over a bank, each one alignment further along, before it is drawn anew
 # Under its power limit the H200 hunts: the SM clock swings 10-20% within a few hundred ms (seen with
 # NVML, 2026-11-29). Fixed counts of 100 calls (0.03-0.35 s windows, no settling) left 1-2% between
 # processes; with the settle rule, windows of at least 0.5 s after at least 0.5 s of pre-roll spread
@@ -435,6 +438,85 @@ class QuantInputs:
         return [self.x]
 
 
+def normal(size: tuple[int, ...], generator: Any, device: Any, dtype: Any) -> Any:
+    """Standard normal values, drawn in the target dtype (one write per element)."""
+    import torch
+
+    return torch.randn(*size, generator=generator, device=device, dtype=dtype)
+
+
+def binades(size: tuple[int, ...], generator: Any, device: Any, dtype: Any) -> Any:
+    """Normal values scaled per row by a power of two from 2^-6 to 2^6, so that a quantiser's codes
+    and scales both get exercised."""
+    import torch
+
+    x = torch.randn(*size, generator=generator, device=device)
+    scale = torch.exp2(torch.randint(-6, 7, (*size[:-1], 1), generator=generator, device=device).float())
+    return (x * scale).to(dtype)
+
+
+Fill = Callable[[tuple[int, ...], Any, Any, Any], Any]
+
+
+class Bank:
+    """The timed calls' inputs, without a draw per call. Drawing a set of random inputs costs the
+    GPU more than copying it (2.9 ms for a Mixtral layer's 1.9 GB of expert weights, H200, more than
+    the 2.5 ms call), and draws between back-to-back calls lower their duty cycle: the GEMMs then
+    ran ~15% above the clock of calls back to back without draws, and read 8-11% fast
+    (2026-11-30). So the values of each input (one bank per size, dtype and distribution) are
+    drawn once, and every tensor taken is a view into them:
+    - at an address no earlier take had (a cache keyed on identity or address never hits), with
+      contents no earlier take had (a cache keyed on the storage answers wrongly);
+    - walking the bank, so that between two uses of a byte at least POOL_L2_MULTIPLE x L2 of the
+      same bank is taken (no call finds its inputs in L2; tiny inputs: POOL_MAX_SETS takes);
+    - aligned as the caching allocator aligns a tensor. Each pass over the bank starts one alignment
+      further along; when the offsets within one tensor's stride (or BANK_PASSES) run out, the values
+      are drawn anew, in a new buffer (views taken earlier keep theirs)."""
+
+    def __init__(self, generator: Any, device: Any, l2_bytes: int = 0) -> None:
+        self.generator, self.device, self.l2_bytes = generator, device, l2_bytes
+        self.handed_out = 0  # bytes of the views taken: what a set weighs in the pool's depth
+        self.banks: dict[tuple[object, ...], list[Any]] = {}  # key -> [values, next start, pass]
+
+    def take(self, size: tuple[int, ...], dtype: Any, fill: Fill = normal) -> Any:
+        import torch
+
+        numel, itemsize = math.prod(size), torch.empty((), dtype=dtype).element_size()
+        align = max(1, BANK_ALIGN_BYTES // itemsize)
+        stride = -(-numel // align) * align
+        passes = min(BANK_PASSES, stride // align)  # pass p's starts are p x align modulo the stride
+        key = (size, dtype, fill)
+        if key not in self.banks:
+            sets = max(2, math.ceil(POOL_L2_MULTIPLE * self.l2_bytes / (stride * itemsize)) + 1)
+            self.banks[key] = [
+                self._draw(size, min(sets, POOL_MAX_SETS) * stride + passes * align, dtype, fill),
+                0,
+                0,
+            ]
+        bank = self.banks[key]
+        values, start, done = bank
+        if start + numel > values.numel():  # the next pass, one alignment further along
+            done += 1
+            if done == passes:
+                values, done = self._draw(size, values.numel(), dtype, fill), 0
+            start = done * align
+        bank[:] = [values, start + stride, done]
+        self.handed_out += numel * itemsize
+        return values[start : start + numel].view(size)
+
+    def _draw(self, size: tuple[int, ...], numel: int, dtype: Any, fill: Fill) -> Any:
+        """At least `numel` values, drawn in rows of the input's last dimension."""
+        rows = -(-numel // size[-1])
+        return fill((rows, size[-1]), self.generator, self.device, dtype).view(-1)
+
+
+def take(
+    bank: Bank | None, size: tuple[int, ...], generator: Any, device: Any, dtype: Any, fill: Fill = normal
+) -> Any:
+    """A view from `bank`, or with none a tensor drawn now (what full_bench and crosscheck use)."""
+    return fill(size, generator, device, dtype) if bank is None else bank.take(size, dtype, fill)
+
+
 class Op(Protocol):
     """What the harness asks of an op: inputs drawn from a shape, the candidate as a zero-argument
     provider, and the reference outputs computed by the harness itself, in one signature for every
@@ -448,7 +530,9 @@ class Op(Protocol):
     grouped: bool
     sampler: CallSampler
 
-    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> Any: ...
+    def inputs(
+        self, shape: Shape, generator: Any, device: Any, dtype: Any, bank: Bank | None = None
+    ) -> Any: ...
 
     def provider(self, kernels: ModuleType, inputs: Any) -> Provider: ...
 
@@ -471,16 +555,16 @@ class GemmOp:
     _routing_draws: int = field(default=0, init=False, repr=False)  # seeds of successive routings
     sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
-    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> GemmInputs:
+    def inputs(
+        self, shape: Shape, generator: Any, device: Any, dtype: Any, bank: Bank | None = None
+    ) -> GemmInputs:
+        """Drawn from `generator`, or taken from `bank` (the timed calls': Bank says why)."""
         import torch
 
         assert shape.N is not None
-        # Drawn in the target dtype: one write per element. The draw still costs more than a copy's
-        # write (2.9 ms for a Mixtral layer's 1.9 GB of expert weights, H200), and between timed calls
-        # it lowers the GEMMs' duty cycle and raises their clock where the inputs dwarf the op.
-        a = torch.randn(shape.M, shape.K, generator=generator, device=device, dtype=dtype)
+        a = take(bank, (shape.M, shape.K), generator, device, dtype)
         if not self.grouped:
-            b = torch.randn(shape.N, shape.K, generator=generator, device=device, dtype=dtype)
+            b = take(bank, (shape.N, shape.K), generator, device, dtype)
             return GemmInputs(a.requires_grad_(), b.requires_grad_())
         assert shape.B is not None and shape.dist is not None
         # The harness's own routing (never the kernel module's), drawn on the CPU with a CPU
@@ -493,14 +577,14 @@ class GemmOp:
             # Pinned and non-blocking: a pageable copy would make the host wait for the stream
             # between back-to-back timed calls, and the GPU would idle before each one.
             sizes = sizes.pin_memory().to(device, non_blocking=True)
-        b = torch.randn(shape.B, shape.N, shape.K, generator=generator, device=device, dtype=dtype)
+        b = take(bank, (shape.B, shape.N, shape.K), generator, device, dtype)
         return GemmInputs(a.requires_grad_(), b.requires_grad_(), sizes)
 
-    def grad_out(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> Any:
-        import torch
-
+    def grad_out(
+        self, shape: Shape, generator: Any, device: Any, dtype: Any, bank: Bank | None = None
+    ) -> Any:
         assert shape.N is not None
-        return torch.randn(shape.M, shape.N, generator=generator, device=device, dtype=dtype)
+        return take(bank, (shape.M, shape.N), generator, device, dtype)
 
     def provider(self, kernels: ModuleType, inputs: GemmInputs) -> Provider:
         """The candidate as a zero-argument callable, so that nothing but the op is ever timed."""
@@ -555,13 +639,10 @@ class QuantOp:
     grouped = False
     sampler: CallSampler = field(default_factory=CallSampler, repr=False, compare=False)
 
-    def inputs(self, shape: Shape, generator: Any, device: Any, dtype: Any) -> QuantInputs:
-        import torch
-
-        # Spread magnitudes over several binades so both the codes and the scales get exercised.
-        x = torch.randn(shape.M, shape.K, generator=generator, device=device)
-        scale = torch.exp2(torch.randint(-6, 7, (shape.M, 1), generator=generator, device=device).float())
-        return QuantInputs((x * scale).to(dtype))
+    def inputs(
+        self, shape: Shape, generator: Any, device: Any, dtype: Any, bank: Bank | None = None
+    ) -> QuantInputs:
+        return QuantInputs(take(bank, (shape.M, shape.K), generator, device, dtype, binades))
 
     def provider(self, kernels: ModuleType, inputs: QuantInputs) -> Provider:
         call = functools.partial(kernels.quantize_fp8, inputs.x, granularity=self.granularity)
@@ -1115,6 +1196,7 @@ class Clock:
         self.originals: dict[str, object] = {"time.perf_counter": time.perf_counter}
         self.perf_counter = time.perf_counter
         self.windows: list[Window] = []
+        self.l2_bytes = 0
         if device.type == "cuda":
             import triton.testing
 
@@ -1137,8 +1219,8 @@ class Clock:
             return "time.perf_counter"
         nvml = "NVML clock record" if self.monitor.handle is not None else self.monitor.unavailable
         return (
-            "CUDA events, calls back to back at sustained clock after a pre-roll, fresh inputs from a "
-            f"pool larger than L2 ({nvml})"
+            "CUDA events, calls back to back at sustained clock after a pre-roll, fresh inputs as views "
+            f"into random banks larger than L2 ({nvml})"
         )
 
     def replaced(self) -> list[str]:
@@ -1167,17 +1249,18 @@ class Clock:
         return (self.perf_counter() - start) * 1e3
 
     def back_to_back(
-        self, prepare: Callable[[], Callable[[], Any]], repeats: int, iters: int, what: str
+        self, bank: Bank, prepare: Callable[[], Callable[[], Any]], repeats: int, iters: int, what: str
     ) -> list[float]:
         """Milliseconds of repeats x n timed calls run back to back on the GPU, each on inputs of its
         own; n is `iters`, or more where that many calls would not fill `min_window_s`.
 
         A training step runs its kernels back to back at the clock the power limit allows, not one
         at a time on a cold GPU at boost clock (on the H200 the two differ by 10-25%). So:
-        - a FIFO pool of prepared calls, each on freshly generated inputs that are used once and
-          never again (identity caches miss), deep enough that the bytes prepared since a set was
-          made exceed POOL_L2_MULTIPLE x L2: its inputs are out of L2 when its turn comes, and the
-          call before it touched other memory (no flush kernel needed);
+        - every call on inputs of its own, taken from a Bank (views at new addresses, out of L2
+          when their turn comes: Bank says why no random draw runs between the calls), through a
+          FIFO pool of prepared calls deep enough that the bytes a set holds (its views, and what
+          preparing it allocated: a timed backward's forward) exceed POOL_L2_MULTIPLE x L2 between
+          its making and its use (no flush kernel needed);
         - a pre-roll of the same calls until the SM clock settles (NVML), then at least
           `min_window_s` of timed calls, with no host synchronisation from the pre-roll's start to
           the window's end: the host runs ahead and the GPU never waits for it;
@@ -1191,9 +1274,9 @@ class Clock:
         device = self.device
         torch.cuda.synchronize(device)
         window_began = self.perf_counter()
-        before = torch.cuda.memory_allocated(device)
+        before, taken = torch.cuda.memory_allocated(device), bank.handed_out
         pool: collections.deque[Callable[[], Any]] = collections.deque([prepare()])
-        set_bytes = max(torch.cuda.memory_allocated(device) - before, 1)
+        set_bytes = max(torch.cuda.memory_allocated(device) - before + bank.handed_out - taken, 1)
         depth = min(POOL_MAX_SETS, max(2, math.ceil(POOL_L2_MULTIPLE * self.l2_bytes / set_bytes) + 1))
         while len(pool) < depth:
             pool.append(prepare())
@@ -1263,12 +1346,7 @@ class Clock:
             for start, end in events:
                 step(cover, start, end)
             torch.cuda.synchronize(device)
-        # Every set prepared goes through the op before its memory is freed, so the correctness
-        # inputs made next land on memory the op has seen with other contents (a stale answer from
-        # an address-keyed cache shows there).
-        while pool:
-            pool.popleft()()
-        torch.cuda.synchronize(device)
+        pool.clear()  # sets prepared and never timed: their views and forwards go unused
         times = [float(start.elapsed_time(end)) for start, end in events]
         window = Window(
             what,
@@ -1336,6 +1414,7 @@ class Timing:
 
 def measure(
     clock: Clock,
+    bank: Bank,
     prepare: Callable[[], Callable[[], Any]],
     repeats: int,
     iters: int,
@@ -1343,10 +1422,10 @@ def measure(
     scale: float,
     what: str = "",
 ) -> Timing:
-    """`prepare()` makes fresh inputs and returns the zero-argument call to time (setup untimed).
-    A repeat is the mean of `iters` consecutive calls."""
+    """`prepare()` takes fresh inputs from `bank` and returns the zero-argument call to time (setup
+    untimed). A repeat is the mean of `iters` consecutive calls."""
     if clock.device.type == "cuda":
-        call_ms = clock.back_to_back(prepare, repeats, iters, what)
+        call_ms = clock.back_to_back(bank, prepare, repeats, iters, what)
         iters = len(call_ms) // repeats
     else:
         call_ms = []
@@ -1401,7 +1480,8 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
 
     op = run.op
     assert isinstance(op, GemmOp) and shape.N is not None
-    draws = GemmDraws(run, op, shape, torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index))
+    generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+    draws = GemmDraws(run, op, shape, generator, Bank(generator, run.device, run.clock.l2_bytes))
     row = GemmRow(shape.label, shape.B or 1, shape.M, shape.N, shape.K, ERROR)
     op.sampler.take()
     warm_up_gemm(run, draws)
@@ -1417,18 +1497,19 @@ def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[st
 
 @dataclass
 class GemmDraws:
-    """Fresh inputs and upstream gradients for one shape, all from the shape's own generator."""
+    """Fresh inputs and upstream gradients for one shape, all from the shape's own bank."""
 
     run: Run
     op: GemmOp
     shape: Shape
     generator: Any
+    bank: Bank
 
     def inputs(self) -> GemmInputs:
-        return self.op.inputs(self.shape, self.generator, self.run.device, self.run.dtype)
+        return self.op.inputs(self.shape, self.generator, self.run.device, self.run.dtype, self.bank)
 
     def grad_out(self) -> Any:
-        return self.op.grad_out(self.shape, self.generator, self.run.device, self.run.dtype)
+        return self.op.grad_out(self.shape, self.generator, self.run.device, self.run.dtype, self.bank)
 
     def backward_call(self, inputs: GemmInputs, grad_out: Any) -> Callable[[], Any]:
         """The backward of one forward, as a zero-argument callable (the forward is not timed)."""
@@ -1464,6 +1545,7 @@ def time_gemm(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow) -> dict[st
     forward_flops, backward_flops = op.flops(shape)
     forward = measure(
         run.clock,
+        draws.bank,
         lambda: op.provider(run.kernels, draws.inputs()),
         run.repeats,
         run.iters,
@@ -1477,6 +1559,7 @@ def time_gemm(run: Run, shape: Shape, draws: GemmDraws, row: GemmRow) -> dict[st
     if not run.forward_only:
         backward = measure(
             run.clock,
+            draws.bank,
             lambda: draws.backward_call(draws.inputs(), draws.grad_out()),
             run.repeats,
             run.iters,
@@ -1543,11 +1626,12 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     op = run.op
     assert isinstance(op, QuantOp)
     generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+    bank = Bank(generator, run.device, run.clock.l2_bytes)
     row = QuantRow(shape.label, shape.M, shape.K, ERROR)
     op.sampler.take()
 
     def fresh_inputs() -> QuantInputs:
-        return op.inputs(shape, generator, run.device, run.dtype)
+        return op.inputs(shape, generator, run.device, run.dtype, bank)
 
     warm_up(run, lambda: op.provider(run.kernels, fresh_inputs())())
     # No reference exists before the candidate's last call (an op could find it and return it).
@@ -1556,6 +1640,7 @@ def run_quant_shape(run: Run, shape: Shape, index: int) -> tuple[QuantRow, list[
     work = op.bytes_moved(shape, run.dtype.itemsize, scale_count)
     forward = measure(
         run.clock,
+        bank,
         lambda: op.provider(run.kernels, fresh_inputs()),
         run.repeats,
         run.iters,

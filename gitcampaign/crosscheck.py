@@ -10,8 +10,9 @@ with both measures for both backends, back to back:
    `prepare` fixes it, and run on the one shape through its own `main` (its figure and its clock
    record, exactly as a gate run makes them);
 2. the same op on the same kind of inputs timed independently of the harness's timing code, the way
-   `triton.testing.do_bench` times, in the same order: one input set reused, calls back to back with
-   a memset of at least 256 MB clearing L2 between them, CUDA events, median; after a pre-roll of
+   `triton.testing.do_bench` times, in the same order: one input set reused (each backward on a
+   forward of its own, as in training and the harness), calls back to back with a memset of at
+   least 256 MB clearing L2 between them, CUDA events, median; after a pre-roll of
    the same so that the clock has settled as it has in the harness, and over a second
    (back_to_back_ms says why).
 Why rounds: under its power limit the H200's SM clock hunts (1300-1600 MHz), and a compute-bound
@@ -104,30 +105,39 @@ def back_to_back_ms(
     `next_call()` gives the call to time next; what it runs itself (new inputs) goes before the
     memset, outside the interval.
 
-    One change from do_bench: the memset is made long enough to outlast the host's launch of the
-    op, so that the GPU is still busy when the host records the start event and launches the op.
+    One change from do_bench: where the op's launch takes the host more than half the op's GPU time,
+    the host cannot run ahead of the GPU, and the memset is made long enough to outlast the launch,
+    so that the GPU is still busy when the host records the start event and launches the op.
     do_bench's fixed 256 MB clear (~0.1 ms) does not cover a launch-heavy op of a few tens of
     microseconds: its interval then includes the launch (0.077 ms against 0.028 ms for an fp8
-    quantisation of 8192x4096, H200, 2026-11-29). `clear="read"` (an experiment) reads the buffer
+    quantisation of 8192x4096, H200, 2026-11-29). Where the host does run ahead, the queue hides the
+    launch and the clear stays at 256 MB: a longer one lowers the GPU's duty cycle and raises its
+    clock (sized from the launch alone, it read the fp8 GEMMs 2-4% faster than the gate, H200,
+    2026-11-30). `clear="read"` (an experiment) reads the buffer
     instead of writing it, leaving L2 with clean lines."""
     import time
 
     import torch
 
     monitor = harness.GpuMonitor(torch.device("cuda"))
-    launch_s = math.inf
+    launch_s = call_s = math.inf
     for _ in range(5):
         call = next_call()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         began = time.perf_counter()
+        start.record()
         call()
+        end.record()
         launch_s = min(launch_s, time.perf_counter() - began)
-    torch.cuda.synchronize()
+        end.synchronize()
+        call_s = min(call_s, start.elapsed_time(end) * 1e-3)
     # The least of a few launches (the first ones pay one-off costs), and at most MAX_FLUSH_BYTES: a
     # long memset between calls lowers the duty cycle, and with it the power draw, and raises the
     # clock (a clear sized from the slowest of 3 backward launches ran the calls at 1980 MHz where
     # the harness ran them at 1485, H200, 2026-11-29).
-    flush_bytes = min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * launch_s * HBM_WRITE_BYTES_PER_S)))
+    uncovered_s = launch_s if call_s < 2 * launch_s else 0.0
+    flush_bytes = min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * uncovered_s * HBM_WRITE_BYTES_PER_S)))
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
 
     def loop(seconds: float, timed: bool) -> list[float]:
@@ -173,7 +183,10 @@ def independent(
 ) -> Figures:
     """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn; with
     `draws` N > 0 on new inputs for every call instead, drawn N sets at a time ahead of their calls
-    (1: before each call, as the harness draws them). Other than the defaults, experiments:
+    (1: before each call). Each timed backward follows a forward of its own, run outside the
+    interval, as in the harness: the same GEMM work between the timed calls, so the same duty cycle
+    (a graph kept and run again put none, and read the backward 1-2% faster than the gate at a
+    higher clock, H200, 2026-11-30). Other than the defaults, experiments:
     benchmarks/dev/agreement_dev.py."""
     import torch
 
@@ -186,9 +199,9 @@ def independent(
     def inputs() -> Any:
         return op.inputs(shape, generator, device, torch.bfloat16)
 
-    def backward_of(one: Any) -> Any:
-        out, grad_out = op.provider(kernels, one)(), op.grad_out(shape, generator, device, torch.bfloat16)
-        return lambda: torch.autograd.grad(out, (one.a, one.b), grad_out, retain_graph=True)
+    def backward_of(one: Any, grad_out: Any) -> Any:
+        out = op.provider(kernels, one)()
+        return lambda: torch.autograd.grad(out, (one.a, one.b), grad_out)
 
     sets = [] if draws else [inputs() for _ in range(input_sets)]
 
@@ -197,12 +210,17 @@ def independent(
             yield from [make(inputs()) for _ in range(draws)]
 
     def calls(make: Callable[[Any], Any]) -> Callable[[], Any]:
-        made = drawn(make) if draws else itertools.cycle([make(one) for one in sets])
-        return lambda: next(made)
+        """`make` runs for every call: a backward's forward is not kept and run again."""
+        if draws:
+            made = drawn(make)
+            return lambda: next(made)
+        ones = itertools.cycle(sets)
+        return lambda: make(next(ones))
 
     figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), clear)}
     if not op.quant and not forward_only:
-        figures["backward"] = back_to_back_ms(harness, calls(backward_of), clear)
+        grad_out = op.grad_out(shape, generator, device, torch.bfloat16)
+        figures["backward"] = back_to_back_ms(harness, calls(lambda one: backward_of(one, grad_out)), clear)
     return figures
 
 

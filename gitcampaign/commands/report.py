@@ -257,6 +257,16 @@ def _markdown(
         "",
         f"Aggregate (geomean over PASS shapes) final/baseline: **{_fmt(stats.ratio if stats else None, '.3f')}x**, "
         f"95% CI [{_fmt(stats.ci[0] if stats else None, '.3f')}, {_fmt(stats.ci[1] if stats else None, '.3f')}]",
+        *(
+            [
+                "",
+                "No round was accepted: baseline and final run the same kernels, so this ratio and its"
+                " interval are the measurement's own spread between processes of one tree (an A/A"
+                " check), not a change.",
+            ]
+            if not accepted
+            else []
+        ),
         "",
         tabulate(
             shape_rows,
@@ -312,7 +322,8 @@ def _markdown(
         "",
         *(
             [f"- {label}: {_fmt(ratio, '.3f')}x, the least gained so far" for ratio, label in least]
-            or ["- none"]
+            if accepted
+            else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
         ),
         "",
         *([f"![speedup per round and per-shape ratios]({C.REPORT_PLOT_FILE})", ""] if plotted else []),

@@ -285,8 +285,21 @@ def test_log_show_status_json_and_report(project: Path) -> None:
     svg = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
     assert "speedup over baseline (x)" in svg and "final / baseline (x)" in svg  # matplotlib's two panels
     assert f"]({C.REPORT_PLOT_FILE})" in markdown
+    assert "the least gained so far" in markdown and "No round was accepted" not in markdown
     assert status(project, None).next.startswith("git campaign report --html  (reported;")
     assert git(project, "notes", "--ref", C.NOTES_FULL, "show", C.main_branch(NAME)).startswith(C.GEMM_HEADER)
+
+
+def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) -> None:
+    """Final and baseline are the same kernels: the report reads their ratio as an A/A check, and
+    names no shape as "the least gained"."""
+    commit_round(project, "slower", 90)
+    assert validate(project, None).decision not in C.ACCEPTED
+    report(project, None, force=True)
+    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    assert "No round was accepted: baseline and final run the same kernels" in markdown
+    assert "- no round was accepted: start from the verdicts" in markdown
+    assert "the least gained so far" not in markdown
 
 
 def test_cli_wiring(project: Path) -> None:

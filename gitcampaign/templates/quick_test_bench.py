@@ -1298,7 +1298,7 @@ class Clock:
             call()
             end.record()
             cover.launched(end)
-            del call  # frees its inputs in stream order, for the next sets
+            del call  # its outputs (and a backward's forward) are freed in stream order
             pool.append(prepare())
 
         # Launch time of one call as the host sees it, with the GPU idle (the worst case).

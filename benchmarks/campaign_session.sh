@@ -5,8 +5,10 @@
 # The project arrives as a git bundle of its branches (REPO_BUNDLE, default .xfer/repo.bundle: make it
 # with `git bundle create .xfer/repo.bundle --branches`); every campaign already kept in the tree
 # (campaigns/NAME/lineage.bundle) is imported first, so rounds continue where the last machine stopped.
-# PLAN is a bash file defining lane0, lane1, ... (lane N runs on GPU N, in its own clone, all lanes at
-# once); inside a lane:
+# PLAN is a bash file defining lane0, lane1, ... (lane N runs on GPU N mod the GPU count, in its own
+# clone; lanes on different GPUs at once, lanes that share a GPU one after the other, in lane order,
+# so that a plan written for two GPUs also runs on one; GPUS overrides the count nvidia-smi gives);
+# inside a lane:
 #   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent)
 #   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
@@ -28,13 +30,13 @@ self=$(realpath "$0")
 export PYTHONUNBUFFERED=1
 left() { echo $((LANE_S - ($(date +%s) - $(cat "$state"/started)))); }
 
-lane() {  # lane N: clone, import kept campaigns, run laneN with its GPU, export
-  local n=$1 dir=$root/campaign-lane$1
+lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, export
+  local n=$1 gpu=$2 dir=$root/campaign-lane$1
   git clone -q -b main "$bundle" "$dir/repo" || return
   cd "$dir/repo" || return
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
   git fetch -q "$bundle" 'refs/heads/*:refs/remotes/xfer/*'  # candidates: round_from NAME BRANCH
-  export CUDA_VISIBLE_DEVICES=$n PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH} LANE_LOG=$dir/log
+  export CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH} LANE_LOG=$dir/log
   # The tool runs from main's copy, taken now: `python -m gitcampaign` in the clone would import the
   # checked-out round's gitcampaign, so a round (or a campaign started before a fix) would run, and
   # could change, the code that judges it.
@@ -119,12 +121,15 @@ if (($# < 2)); then
   echo "usage: bash benchmarks/campaign_session.sh PLAN OUTDIR | --attach OUTDIR" >&2
   exit 2
 fi
-if [[ $1 == --lane ]]; then  # a detached lane: --lane N PLAN BUNDLE
-  n=$2 bundle=$4
+if [[ $1 == --gpu ]]; then  # detached, the lanes of one GPU in turn: --gpu GPU PLAN BUNDLE N...
+  gpu=$2 plan=$3 bundle=$4
+  shift 4
   # shellcheck source=/dev/null
-  source "$3"
-  (lane "$n")
-  touch "$root/campaign-lane$n/done"
+  source "$plan"
+  for n in "$@"; do
+    (lane "$n" "$gpu") >"$root/campaign-lane$n/log/lane.out" 2>&1 </dev/null
+    touch "$root/campaign-lane$n/done"
+  done
   exit 0
 fi
 if [[ $1 == --attach ]]; then
@@ -138,7 +143,7 @@ else
   plan=$(realpath "$1")
   out=$(realpath -m "$2")
   bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
-  rm -rf "$state" "$root"/campaign-lane[0-9]*
+  rm -rf "$state" "$root"/campaign-lane[0-9]* "$root"/campaign-gpu[0-9]*.out
   mkdir -p "$state"
   # The lanes read their own copies: a later command's copy of the working tree may rewrite these files.
   cp "$self" "$state"/session.sh && cp "$plan" "$state"/plan.sh
@@ -146,11 +151,17 @@ else
   # shellcheck source=/dev/null
   source "$plan"
   declare -F | awk '{print $3}' | sed -n 's/^lane\([0-9]\+\)$/\1/p' >"$state"/lanes
+  gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+  ((gpus > 0)) || gpus=1
   for n in $(cat "$state"/lanes); do
     mkdir -p "$root/campaign-lane$n/log/runs"
-    # The lane's own output (a failed clone, an error in the plan) goes back with its log.
-    LANE_S=${LANE_S:-520} setsid bash "$state"/session.sh --lane "$n" "$state"/plan.sh "$bundle" \
-      >"$root/campaign-lane$n/log/lane.out" 2>&1 </dev/null &
+  done
+  for ((gpu = 0; gpu < gpus; gpu++)); do
+    mine=$(awk -v g="$gpu" -v c="$gpus" '$1 % c == g' "$state"/lanes)
+    [[ -n $mine ]] || continue
+    # shellcheck disable=SC2086  # the lane numbers, one word each
+    LANE_S=${LANE_S:-520} setsid bash "$state"/session.sh --gpu "$gpu" "$state"/plan.sh "$bundle" $mine \
+      >"$root/campaign-gpu$gpu.out" 2>&1 </dev/null &
   done
 fi
 mkdir -p "$out"

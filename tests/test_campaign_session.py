@@ -23,9 +23,19 @@ lane1() {
 }
 """
 
+# Each lane notes its GPU and when it ran.
+ORDER = """
+lane0() {
+  timed gpu sh -c 'echo "$CUDA_VISIBLE_DEVICES $(date +%s.%N)"; sleep 2; date +%s.%N'
+}
+lane1() {
+  timed gpu sh -c 'echo "$CUDA_VISIBLE_DEVICES $(date +%s.%N)"'
+}
+"""
 
-def run(*args: str, root: Path, call_s: int, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": str(call_s), "LANE_S": "60"}
+
+def run(*args: str, root: Path, call_s: int, cwd: Path, gpus: int = 2) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": str(call_s), "LANE_S": "60", "GPUS": str(gpus)}
     env["REPO_BUNDLE"] = str(cwd.parent / "repo.bundle")
     return subprocess.run(
         ["bash", str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
@@ -84,3 +94,21 @@ def test_attach_without_a_session_and_usage(tmp_path: Path) -> None:
     assert lost.returncode == 3 and "no campaign session on this machine" in lost.stderr
     usage = run(root=tmp_path, call_s=1, cwd=tmp_path)
     assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_lanes_that_share_a_gpu_run_one_after_the_other(tmp_path: Path) -> None:
+    """A plan of two lanes on a machine of one GPU: both on GPU 0, lane 1 after lane 0 is done; on two
+    GPUs each lane has its own, at once."""
+    repo = project(tmp_path)
+    (tmp_path / "plan.sh").write_text(ORDER)
+    for gpus in (1, 2):
+        root = tmp_path / f"machine{gpus}"
+        root.mkdir()
+        out = tmp_path / f"out{gpus}"
+        done = run(str(tmp_path / "plan.sh"), str(out), root=root, call_s=60, cwd=repo, gpus=gpus)
+        assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
+        first = members(out / "lane0.tgz")["log/gpu.txt"].split()
+        second = members(out / "lane1.tgz")["log/gpu.txt"].split()
+        assert (first[0], second[0]) == (("0", "0") if gpus == 1 else ("0", "1"))
+        after = float(second[1]) >= float(first[2])  # lane 1 began after lane 0's end
+        assert after == (gpus == 1), (first, second)

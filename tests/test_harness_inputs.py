@@ -206,15 +206,16 @@ def _takes(bank: qtb.Bank, count: int, size: tuple[int, ...]) -> list[torch.Tens
 
 
 def test_bank_views_never_share_an_address_and_rest_between_uses() -> None:
-    """Views of 1 KB with an L2 of 16 KB: a pass holds ceil(4 x 16 / 1) + 1 = 65 takes, two passes
-    fit a 1 KB stride at 512-byte alignment, then the values are drawn anew. Over 400 takes: every
+    """Views of 1 KB with an L2 of 16 KB: a bank holds ceil(4 x 16 / 1) + 1 = 65 views and two
+    512-byte offsets (a 1 KB stride has two), so the first pass takes 66 views, the second, 512 bytes
+    further along, 65, and then the values are drawn anew: 131 takes a buffer. Over 400 takes: every
     view at an address of its own, aligned as the caching allocator aligns, with contents of its
     own, and any two views that share a byte are at least 64 takes apart."""
     bank = qtb.Bank(torch.Generator().manual_seed(1), "cpu", l2_bytes=16 * 1024)
     views = _takes(bank, 400, (8, 64))
     assert len({view.data_ptr() for view in views}) == 400
     bases = {view.untyped_storage().data_ptr() for view in views}
-    assert len(bases) == 400 // (2 * 65) + 1  # drawn anew after every second pass
+    assert len(bases) == -(-400 // 131)  # drawn anew after every second pass
     assert all(
         (view.data_ptr() - view.untyped_storage().data_ptr()) % qtb.BANK_ALIGN_BYTES == 0 for view in views
     )

@@ -321,7 +321,10 @@ def _markdown(
         "## Next steps (from the data)",
         "",
         *(
-            [f"- {label}: {_fmt(ratio, '.3f')}x, the least gained so far" for ratio, label in least]
+            (
+                [f"- {label}: {_fmt(ratio, '.3f')}x, the least gained so far" for ratio, label in least]
+                or ["- none"]
+            )
             if accepted
             else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
         ),

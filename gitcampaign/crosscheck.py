@@ -97,6 +97,18 @@ def load_harness(path: Path, role: str, backend: str) -> ModuleType:
     return harness
 
 
+def clear_bytes(launch_s: float, call_s: float) -> int:
+    """Bytes of the memset before each call, from the least of a few launches of the op (the first
+    ones pay one-off costs) and its GPU time: do_bench's 256 MB where the call takes the GPU at least
+    twice as long as its launch takes the host (the host runs ahead, the queue hides the launch);
+    otherwise long enough to outlast the launch, at most MAX_FLUSH_BYTES. A long memset between
+    calls lowers the duty cycle, and with it the power draw, and raises the clock (a clear sized
+    from the slowest of 3 backward launches ran the calls at 1980 MHz where the harness ran them at
+    1485, H200, 2026-11-29)."""
+    uncovered_s = launch_s if call_s < 2 * launch_s else 0.0
+    return min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * uncovered_s * HBM_WRITE_BYTES_PER_S)))
+
+
 def back_to_back_ms(
     harness: ModuleType, next_call: Callable[[], Any], clear: str = "write"
 ) -> dict[str, Any]:
@@ -132,13 +144,7 @@ def back_to_back_ms(
         launch_s = min(launch_s, time.perf_counter() - began)
         end.synchronize()
         call_s = min(call_s, start.elapsed_time(end) * 1e-3)
-    # The least of a few launches (the first ones pay one-off costs), and at most MAX_FLUSH_BYTES: a
-    # long memset between calls lowers the duty cycle, and with it the power draw, and raises the
-    # clock (a clear sized from the slowest of 3 backward launches ran the calls at 1980 MHz where
-    # the harness ran them at 1485, H200, 2026-11-29).
-    uncovered_s = launch_s if call_s < 2 * launch_s else 0.0
-    flush_bytes = min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * uncovered_s * HBM_WRITE_BYTES_PER_S)))
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(clear_bytes(launch_s, call_s), dtype=torch.uint8, device="cuda")
 
     def loop(seconds: float, timed: bool) -> list[float]:
         pairs = []

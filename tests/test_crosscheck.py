@@ -182,3 +182,18 @@ def test_two_harness_copies_in_one_process_measure_with_their_own_backend(
     assert sorted(path.name for path in (args.out / "vendor").glob("*.csv")) == ["tiny-r1.csv", "tiny-r2.csv"]
     (row,) = build_rows([record])  # forward: the only phase both measures have here
     assert len(row.harness_ratios) == 2 and row.harness_ratios[0] > 0
+
+
+def test_the_clear_outlasts_the_launch_only_where_the_host_cannot_run_ahead() -> None:
+    """do_bench's 256 MB where the GPU's call is at least twice the host's launch (an 8B gate_up
+    fp8 forward: 1.7 ms for a ~0.5 ms launch); sized to twice the launch where it is not (a 30 us
+    quantisation launched in 60 us: 360 MB at 3 TB/s), and never above 1 GB."""
+    mb = 1024 * 1024
+    assert crosscheck.clear_bytes(launch_s=0.5e-3, call_s=1.7e-3) == crosscheck.FLUSH_BYTES == 256 * mb
+    assert crosscheck.clear_bytes(launch_s=60e-6, call_s=30e-6) == int(
+        2 * 60e-6 * crosscheck.HBM_WRITE_BYTES_PER_S
+    )
+    assert (
+        crosscheck.clear_bytes(launch_s=10e-6, call_s=15e-6) == crosscheck.FLUSH_BYTES
+    )  # under 256 MB anyway
+    assert crosscheck.clear_bytes(launch_s=2e-3, call_s=1e-3) == crosscheck.MAX_FLUSH_BYTES

@@ -3,7 +3,6 @@ and of variants of `git campaign calibrate`'s back-to-back loop (gitcampaign.cro
 shape, each with its SM clock, power and temperature.
 
     python3 benchmarks/dev/agreement_dev.py OUT [--op grouped_gemm] [--pick 0] [--rounds 3] [--backend triton]
-        [--bursts 4,16]
 
 Variants:
 - harness     the quick harness (fresh inputs as views into banks of random values drawn once, a
@@ -11,14 +10,11 @@ Variants:
 - b2b         crosscheck's loop: one input set, a memset of at least 256 MB before each call;
 - b2b-pool    the memset, and two input sets taken in turn;
 - b2b-fresh   the memset, and new inputs drawn before every call (outside the interval), as the
-              harness draws them;
+              harness drew them before its banks;
 - b2b-read    one input set, the clear reads its buffer instead of writing it (L2 left clean, where the
               memset leaves it dirty);
-- b2b-burstN  the memset, and new inputs for every call, drawn N sets at a time ahead of N calls
-              back to back (with --bursts N,...): how long a run of calls without draws between them must be for the
-              clock to come down to b2b's, which a harness that draws ahead would need.
 Each round runs them in a rotated order, so that the heat one leaves biases none in particular; then
-the GPU time of drawing one input set (the work the harness puts between its timed calls).
+the GPU time of drawing one input set (the work b2b-fresh puts between its calls).
 On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
 the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md). A first run
 (11:33 UTC) left out the memset and the single input set as causes (b2b without the memset, a
@@ -48,7 +44,12 @@ from gitcampaign.crosscheck import harness_figures, independent, load_harness  #
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
 # The outside clock's variants: crosscheck.independent's arguments for each.
-OUTSIDE = {"b2b": {}, "b2b-pool": {"input_sets": 2}, "b2b-fresh": {"draws": 1}, "b2b-read": {"clear": "read"}}
+OUTSIDE = {
+    "b2b": {},
+    "b2b-pool": {"input_sets": 2},
+    "b2b-fresh": {"fresh": True},
+    "b2b-read": {"clear": "read"},
+}
 
 
 def main() -> None:
@@ -58,7 +59,6 @@ def main() -> None:
     parser.add_argument("--pick", type=int, default=0, help="which of gate_check's picked shapes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", default="triton", help="triton (ours) or torch (the vendor)")
-    parser.add_argument("--bursts", default="", help="comma list of N: a b2b-burstN variant each")
     args = parser.parse_args()
     import torch
 
@@ -70,8 +70,7 @@ def main() -> None:
     shapes_file = args.out / "shape.yaml"
     shapes_file.write_text(dump_shapes([entry]))
     harness = load_harness(harness_copy(args.op, args.backend), "ours", args.backend)
-    outside = {**OUTSIDE, **{f"b2b-burst{n}": {"draws": int(n)} for n in args.bursts.split(",") if n}}
-    variants = ("harness", *outside)
+    variants = ("harness", *OUTSIDE)
     op = harness.OPS[harness.OP]
     shape = harness.parse_shapes(
         yaml.safe_load(shapes_file.read_text()), str(shapes_file), op.grouped, op.quant
@@ -88,7 +87,7 @@ def main() -> None:
                 if check != "PASS":
                     raise SystemExit(f"agreement_dev: the harness says {check} (see {csv_path})")
             else:
-                figures = independent(harness, shape, False, **outside[variant])
+                figures = independent(harness, shape, False, **OUTSIDE[variant])
             for phase, figure in figures.items():
                 rows.append({"round": index + 1, "variant": variant, "phase": phase, **figure})
             (args.out / "agreement_dev.json").write_text(json.dumps(rows, indent=1) + "\n")

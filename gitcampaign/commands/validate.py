@@ -42,7 +42,7 @@ from gitcampaign.progress import Progress
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Decision, Phase, Status, hypothesis_of
+from gitcampaign.vocabulary import Decision, Phase, Status
 
 # One pair: a probe's step time repeats to 0.1-0.2% within a side (six accepted rounds on the H200,
 # 2026-11-30: 12.37/12.36, 46.55/46.44, 9.06/9.05, 10.88/10.86, 11.68/11.65, 14.05/14.03 ms), far
@@ -192,8 +192,8 @@ def validate(
         commit = check_one_commit(
             campaign, current.number, g.rev(repo, campaign.round_branch(current.number)), incumbent
         )
-        message = g.commit_message(repo, commit)
-        hypothesis = current.hypothesis or hypothesis_of(message) or message.partition("\n")[0]
+        # The lineage already read the commit's `Hypothesis:` line where no decision or branch had one.
+        hypothesis = current.hypothesis or g.commit_message(repo, commit).partition("\n")[0]
         shapes = manifest.shapes() if full else manifest.representative()
         changed = g.changed_paths(repo, incumbent, commit)
         unmeasured = steps.outside_workspace(manifest, changed)

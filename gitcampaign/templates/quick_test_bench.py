@@ -481,9 +481,8 @@ class Bank:
         self.banks: dict[tuple[object, ...], list[Any]] = {}  # key -> [values, next start, pass]
 
     def take(self, size: tuple[int, ...], dtype: Any, fill: Fill = normal) -> Any:
-        import torch
 
-        numel, itemsize = math.prod(size), torch.empty((), dtype=dtype).element_size()
+        numel, itemsize = math.prod(size), dtype.itemsize
         align = max(1, BANK_ALIGN_BYTES // itemsize)
         stride = -(-numel // align) * align
         passes = min(BANK_PASSES, stride // align)  # pass p's starts are p x align modulo the stride
@@ -1266,7 +1265,7 @@ class Clock:
         - L2 cleared before every timed call by writing FLUSH_BYTES, as triton's `do_bench` does:
           the previous call's outputs are not left in L2, and the GPU's duty cycle is do_bench's
           (a training step, too, runs other kernels between its GEMMs). Without it the gate read
-          GEMMs 2-4% slower than do_bench at a 2-5% lower SM clock, and the quantisers 5-8% faster
+          GEMMs 1-4% slower than do_bench at a 1-4% lower SM clock, and the quantisers 5-8% faster
           (H200, 2026-11-30);
         - a pre-roll of the same calls until the SM clock settles (NVML), then at least
           `min_window_s` of timed calls, with no host synchronisation from the pre-roll's start to

@@ -11,7 +11,9 @@ from git import Repo
 
 from gitcampaign import git as g
 from gitcampaign.campaign import locked
+from gitcampaign.commands.validate import protected_changes
 from gitcampaign.errors import CampaignError
+from gitcampaign.manifest import Manifest
 from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
 
 
@@ -39,7 +41,7 @@ def open_round(
                 "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
             )
         g.require_clean(repo, "open a round")
-        campaign.require_baseline()
+        manifest = campaign.require_baseline()
         _, rounds = campaign.lineage()
         # One hypothesis at a time per person: a round pulled from a teammate (no description here,
         # `open_round` writes one) does not block this clone from opening the next number.
@@ -72,11 +74,34 @@ def open_round(
                     f"rebase it onto {campaign.main_branch} (`git rebase {campaign.main_branch}` on its "
                     "branch), then run this again",
                 )
+            _refuse_judged_changes(repo, manifest, from_ref, source[0], base, picked)
             tip = picked
         g.update_ref(repo, campaign.round_ref(number), tip, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
         g.checkout(repo, branch)
         return RoundResult(number, branch, base, None if source is None else tip)
+
+
+def _refuse_judged_changes(repo: Repo, manifest: Manifest, ref: str, commit: str, base: str, picked: str) -> None:
+    """A candidate that also edits what judges it (a test, the harness, the campaign folder) would be
+    rejected by validate as harness_changed: refuse it now, before the round takes a number."""
+    changed = g.changed_paths(repo, base, picked)
+    judged = protected_changes(repo, manifest, base, picked, changed)
+    if not judged:
+        return
+    rest = [path for path in changed if not any(entry.split(" (")[0] == path for entry in judged)]
+    keep = (
+        f"git switch -c {ref}-kernel {commit[:12]}~ && git checkout {commit[:12]} -- {' '.join(rest)} && "
+        f"git commit -C {commit[:12]}, then `git campaign round --from {ref}-kernel`"
+        if rest
+        else "put the kernel's change in a commit of its own"
+    )
+    raise CampaignError(
+        f"--from {ref} ({commit[:12]}) changes what judges the round: {', '.join(judged)}; validate "
+        "would reject it as harness_changed (the tests, the harness and the campaign folder stay as "
+        "the baseline had them); no round was opened",
+        f"commit the rest alone and land the new tests after the campaign: {keep}",
+    )
 
 
 def _candidate(repo: Repo, ref: str) -> tuple[str, str]:

@@ -382,3 +382,29 @@ def test_a_campaign_started_on_another_campaigns_line(project: Path) -> None:
     with pytest.raises(CampaignError, match="HEAD is on campaign/second/main, a branch of campaign second"):
         init(project, options(name="third"))
     assert ref(project, "refs/heads/campaign/third/main") is None
+
+
+def test_round_from_a_candidate_that_edits_its_judge_is_refused_before_it_opens(project: Path) -> None:
+    """A candidate branch with the kernel and a new test in one commit would be rejected by validate
+    as harness_changed; `round --from` says so at once, with the split that works, and opens nothing."""
+    head = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    git(project, "checkout", "-q", "-b", "candidate", head)
+    set_kernel(project, 120)
+    (project / "test_kernel.py").write_text((project / "test_kernel.py").read_text() + "assert kernel.SPEED\n")
+    git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120, and a test")
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    with pytest.raises(CampaignError) as refused:
+        open_round(project, None, "", "candidate")
+    assert "test_kernel.py" in refused.value.message and "harness_changed" in refused.value.message
+    assert "git checkout" in refused.value.hint and "-- kernel.py &&" in refused.value.hint
+    assert ref(project, "refs/heads/" + C.round_branch(NAME, 2)) is None
+    assert git(project, "rev-parse", "--abbrev-ref", "HEAD").strip() == C.main_branch(NAME)
+
+    # The recipe in the hint, as given, yields a candidate that opens the round.
+    recipe = refused.value.hint.split(": ", 1)[1].split(", then")[0]
+    for step in recipe.split(" && "):
+        git(project, *step.split()[1:])
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    opened = open_round(project, None, "", "candidate-kernel")
+    assert opened.number == 2 and opened.picked
+    assert git(project, "diff", "--name-only", head, opened.picked).split() == ["kernel.py"]

@@ -82,7 +82,9 @@ def open_round(
         return RoundResult(number, branch, base, None if source is None else tip)
 
 
-def _refuse_judged_changes(repo: Repo, manifest: Manifest, ref: str, commit: str, base: str, picked: str) -> None:
+def _refuse_judged_changes(
+    repo: Repo, manifest: Manifest, ref: str, commit: str, base: str, picked: str
+) -> None:
     """A candidate that also edits what judges it (a test, the harness, the campaign folder) would be
     rejected by validate as harness_changed: refuse it now, before the round takes a number."""
     changed = g.changed_paths(repo, base, picked)

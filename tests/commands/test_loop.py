@@ -390,7 +390,9 @@ def test_round_from_a_candidate_that_edits_its_judge_is_refused_before_it_opens(
     head = git(project, "rev-parse", C.main_branch(NAME)).strip()
     git(project, "checkout", "-q", "-b", "candidate", head)
     set_kernel(project, 120)
-    (project / "test_kernel.py").write_text((project / "test_kernel.py").read_text() + "assert kernel.SPEED\n")
+    (project / "test_kernel.py").write_text(
+        (project / "test_kernel.py").read_text() + "assert kernel.SPEED\n"
+    )
     git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120, and a test")
     git(project, "checkout", "-q", C.main_branch(NAME))
     with pytest.raises(CampaignError) as refused:

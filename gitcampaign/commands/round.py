@@ -74,7 +74,7 @@ def open_round(
                     f"rebase it onto {campaign.main_branch} (`git rebase {campaign.main_branch}` on its "
                     "branch), then run this again",
                 )
-            _refuse_judged_changes(repo, manifest, from_ref, source[0], base, picked)
+            _refuse_judged_changes(repo, manifest, str(from_ref), source[0], base, picked)
             tip = picked
         g.update_ref(repo, campaign.round_ref(number), tip, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())

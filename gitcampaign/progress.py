@@ -103,6 +103,10 @@ class Progress:
             self._phase = outer
             self._line(f"{name}: done in {_clock(elapsed)}", final=True)
 
+    def note(self, text: str) -> None:
+        """A line of its own: something the user should know before the work it concerns."""
+        self._line(text, final=True)
+
     @contextmanager
     def harness_run(self, what: str, labels: list[str], log_path: Path) -> Iterator[None]:
         """One child process (`what`: "pair 2/3, candidate"), its finished shapes read from `log_path`."""

@@ -344,20 +344,26 @@ def _measure(
     metric = manifest.primary_metric
     labels = [shape.label for shape in job.shapes]
     scratch = run_dir(campaign.repo, campaign.name, f"round-{result.round}")
-    all_samples: list[PairSample] = []
+    count = pairs or manifest.pairs
+    kept = KeptSessions.of(campaign, result.round, commits, labels, count, manifest)
+    all_samples, kept_when = kept.load()
+    session = resumed = max((sample.session for sample in all_samples), default=0)
+    if resumed:
+        progress.note(
+            f"measurement sessions 1-{resumed}: kept from an earlier validate of these commits ({kept_when})"
+        )
     first: PairResult | None = None
     with worktrees(campaign.repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
         with progress.phase("build and tests"):
             ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
         document.update(ready.record)
         if ready.reason is not None:
+            kept.drop()  # the round is decided: rejected by its build or tests
             result.reasons, result.notes = [ready.reason], ready.notes
             return None
         seed_triton_cache(trees[INCUMBENT], trees[CANDIDATE])
-        session = 0
         while True:
             session += 1
-            count = pairs or manifest.pairs
             with progress.phase(f"measurement session {session}", runs=2 * count):
                 measured = ex.measure(plan, trees, job, count, scratch / f"s{session}", progress=progress)
             pair_results = measured.pairs
@@ -366,6 +372,7 @@ def _measure(
             first = first or pair_results[0]
             failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
             if failing:
+                kept.drop()
                 result.reasons = [C.REASON_CHECK_FAILED]
                 result.notes = [f"{row.label}: {row.check}" for row in failing]
                 result.shapes = {row.label: {"check": row.check} for row in pair_results[-1].candidate.rows}
@@ -377,7 +384,14 @@ def _measure(
             outcome = decide(stats, metric, noise.aggregate, noise.shapes, manifest.min_gain, session)
             if outcome.decision is not None:
                 break
+            kept.save(all_samples)  # an interrupted validate of the same commits goes on from here
+            g.fault_point("validate:session-kept")
+        kept.drop()
         result.decision, result.reasons, result.notes = outcome.decision, outcome.reasons, outcome.notes
+        if resumed:
+            result.notes.append(
+                f"sessions 1-{resumed} were measured by an earlier, interrupted validate ({kept_when})"
+            )
         result.ratio, result.ci = stats.ratio, stats.ci
         result.shapes = {
             label: {
@@ -404,6 +418,67 @@ def _measure(
             with progress.phase("training probe", runs=2 * PROBE_PAIRS):
                 _probe(trees, manifest, scratch, result, document, progress)
     return first.candidate.raw
+
+
+@dataclass
+class KeptSessions:
+    """The measurement sessions a validate has finished without a decision, kept in the common git dir
+    so that a validate stopped by a command's time limit (a lent GPU's 10 minutes) or a crash goes on
+    where it stopped instead of measuring them again. They count only for the same round, commits,
+    shapes, pairs, metric, harness command and machine (the environment fingerprint); the build and
+    the tests always run again."""
+
+    path: Path
+    key: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        campaign: Campaign,
+        number: int,
+        commits: dict[str, str],
+        labels: list[str],
+        pairs: int,
+        manifest: Manifest,
+    ) -> KeptSessions:
+        key = {
+            "incumbent": commits[INCUMBENT],
+            "candidate": commits[CANDIDATE],
+            "shapes": labels,
+            "pairs": pairs,
+            "metric": manifest.primary_metric,
+            "quick_command": manifest.quick_command,
+            "environment": envinfo.fingerprint(),
+        }
+        path = g.common_dir(campaign.repo) / "campaign" / "sessions" / campaign.name / f"round-{number}.json"
+        return cls(path, json.loads(json.dumps(key)))
+
+    def load(self) -> tuple[list[PairSample], str]:
+        """The kept samples and when they were kept; none where anything in the key differs."""
+        try:
+            kept = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return [], ""
+        if not isinstance(kept, dict) or kept.get("key") != self.key:
+            return [], ""
+        found = [PairSample(s["incumbent"], s["candidate"], s["session"]) for s in kept["samples"]]
+        return found, str(kept["kept"]) if found else ""
+
+    def save(self, found: list[PairSample]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "key": self.key,
+            "kept": verdict.now(),
+            "samples": [
+                {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in found
+            ],
+        }
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps(record))
+        partial.replace(self.path)  # whole or not at all
+
+    def drop(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def _probe(

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from gitcampaign import constants as C
+from gitcampaign import executor as ex
 from gitcampaign.cli import cli, main
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import InitOptions, init
@@ -410,3 +413,56 @@ def test_round_from_a_candidate_that_edits_its_judge_is_refused_before_it_opens(
     opened = open_round(project, None, "", "candidate-kernel")
     assert opened.number == 2 and opened.picked
     assert git(project, "diff", "--name-only", head, opened.picked).split() == ["kernel.py"]
+
+
+class Stopped(Exception):
+    """The command's time limit, in the middle of a measurement session."""
+
+
+def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gain under 2% is measured in three sessions. Stopped during the third, validate measures only
+    the third when run again (the two finished ones are kept), and decides on all three; a round whose
+    commit changed meanwhile is measured anew."""
+    measure, runs = ex.measure, []
+
+    def stopping_after(sessions: int) -> Callable[..., Any]:
+        def measured(*args: Any, **kwargs: Any) -> Any:
+            runs.append(args[4].name)  # the session's scratch folder: s1, s2, ...
+            if len(runs) > sessions:
+                raise Stopped
+            return measure(*args, **kwargs)
+
+        return measured
+
+    commit_round(project, "a little faster", 101.5)
+    monkeypatch.setattr(ex, "measure", stopping_after(2))
+    with pytest.raises(Stopped):
+        validate(project, None)
+    assert runs == ["s1", "s2", "s3"] and C.round_branch(NAME, 2) in git(project, "branch")
+
+    runs.clear()
+    monkeypatch.setattr(ex, "measure", stopping_after(1))
+    result = validate(project, None)
+    assert runs == ["s3"]  # sessions 1 and 2 were not measured again
+    assert (
+        result.decision == C.DECISION_ACCEPT
+        and "sessions 1-2 were measured by an earlier, interrupted validate" in " ".join(result.notes)
+    )
+    assert abs(result.ratio - 1.015) < 1e-3
+    doc = yaml.safe_load(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit))
+    assert doc["sessions"] == 3 and [s["session"] for s in doc["samples"]] == [1, 1, 2, 2, 3, 3]
+    assert not list((project / ".git/campaign/sessions").rglob("*.json"))  # decided: nothing kept
+
+    # Kept sessions belong to the commits they measured: amended, the round is measured anew.
+    commit_round(project, "a little faster again", 103.0)  # +1.5% over the accepted 101.5
+    runs.clear()
+    monkeypatch.setattr(ex, "measure", stopping_after(1))
+    with pytest.raises(Stopped):
+        validate(project, None)
+    git(project, "commit", "-q", "--amend", "-m", "Hypothesis: reworded\nChange: speed 103")
+    runs.clear()
+    monkeypatch.setattr(ex, "measure", stopping_after(3))
+    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert runs == ["s1", "s2", "s3"]

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import GPU_TEST_CONFIGS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,6 +28,21 @@ RUNS = [
     ["--kernel", "gemm"],
     ["--kernel", "grouped"],
     ["--kernel", "grouped_db"],
+]
+# The GPU tests' pinned tiles (conftest), compiled once for each argument a tiny test or a one-program
+# launch sets to 1, which Triton compiles as a constant 1: a stream-K candidate compiled at every
+# shipped tile and failed in the GPU tests on exactly these (2026-11-30, TritonGPUCoalesce on K = 1
+# and NUM_SMS = 1), found only by a GPU validation.
+TINY_RUNS = [
+    ["--kernel", kernel, "--config", GPU_TEST_CONFIGS[variable], "--one", f"NUM_SMS,{sizes}", *extra]
+    for kernel, variable, sizes, extra in (
+        ("gemm", "KERNELS_GEMM_CONFIG", "M,N,K", []),
+        ("gemm", "KERNELS_GEMM_CONFIG", "K", ["--const", "A_T=1"]),
+        ("gemm_fp8", "KERNELS_GEMM_FP8_CONFIG", "M,N,K", ["--granularity", "tensorwise"]),
+        ("gemm_fp8", "KERNELS_GEMM_FP8_CONFIG", "M,N,K", ["--granularity", "blockwise"]),
+        ("grouped", "KERNELS_GROUPED_GEMM_CONFIG", "M_total,N,K", []),
+        ("grouped_db", "KERNELS_GROUPED_GEMM_DB_CONFIG", "M_total,N,K", []),
+    )
 ]
 
 
@@ -43,8 +60,9 @@ def compiled() -> dict[str, subprocess.CompletedProcess[str]]:
             timeout=600,
         )
 
+    runs = RUNS + TINY_RUNS
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return dict(zip((" ".join(args) for args in RUNS), pool.map(run, RUNS), strict=True))
+        return dict(zip((" ".join(args) for args in runs), pool.map(run, runs), strict=True))
 
 
 @pytest.mark.parametrize("run", [" ".join(args) for args in RUNS])
@@ -59,6 +77,18 @@ def test_every_shipped_tile_compiles_for_sm90(
     assert tiles and len(found) == len(tiles), process.stdout
     # Every tile's loop holds the tensor-core products (the SASS was read, not an empty kernel).
     assert process.stdout.count("loop: ") == len(tiles) and "loop: no MMA" not in process.stdout
+
+
+@pytest.mark.parametrize("run", [" ".join(args) for args in TINY_RUNS])
+def test_the_gpu_tests_tiles_compile_with_arguments_of_one(
+    run: str, compiled: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    process = compiled[run]
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "does not compile" not in process.stdout, process.stdout
+    ones = run.split("--one ")[1].split()[0].split(",")
+    compiled_as = re.findall(r"^BLOCK_M=.* \((\w+) = 1\)\n  \d+ registers", process.stdout, re.M)
+    assert compiled_as == ones, process.stdout
 
 
 def test_the_grouped_tiles_compile_as_launched(compiled: dict[str, subprocess.CompletedProcess[str]]) -> None:

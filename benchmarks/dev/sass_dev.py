@@ -3,13 +3,15 @@ memory, and the order of the tensor-core ops, their waits and the float ops in t
 
     python benchmarks/dev/sass_dev.py [--kernel gemm_fp8|gemm|grouped|grouped_db] [--granularity blockwise]
         [--const Y_GROUP_N=1] [--config BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=3]
+        [--one NUM_SMS,M,N,K]
 
 Compiles the kernel for sm_90 (Triton's own ptxas and nvdisasm, on any machine; bf16 operands, 8
 experts for the grouped ones; every pointer and integer argument but G marked as dividing by 16, as
 the launcher marks them for the model shapes), for --config or else every shipped tile (for
 gemm_fp8: that serves the granularity); --const sets a constexpr (A_T, B_T, B_K_MAJOR, Y_GROUP_N:
 128 for weights, 1 for the dB product's per-column scales; every constexpr without a default must
-be set). A config that
+be set); --one compiles each config once for each named argument equal to 1, as Triton's launcher
+specialises an argument of 1 (a one-program launch, a tiny test's M = 1). A config that
 does not compile prints the compiler's error (an assertion inside the compiler aborts the script
 with its message) instead of costing a GPU run. The loop line reads, in SASS order:
 `MMA` a wgmma (HGMMA/QGMMA), `WAIT` a wait on wgmma groups (`WARPGROUP.DEPBAR.LE gsb0, N`: N groups
@@ -78,17 +80,25 @@ KERNELS: dict[str, tuple[Any, dict[str, str], dict[str, Any], Callable[[], list[
 ODD = {"G"}
 
 
-def compile_config(kernel: str, config: triton.Config, constants: dict[str, Any]) -> Any:
+def compile_config(
+    kernel: str, config: triton.Config, constants: dict[str, Any], one: str | None = None
+) -> Any:
+    """`one`: an argument equal to 1, compiled as the launcher compiles it (a constant 1): NUM_SMS on a
+    one-program launch, or a size (M = 1) of a tiny test."""
     autotuner, pointers, defaults, _ = KERNELS[kernel]
     fn = autotuner.fn
-    constants = {**defaults, **constants, **config.kwargs}
+    if one is not None and (one not in fn.arg_names or one in pointers):
+        raise SystemExit(f"sass_dev: {one} is not an integer argument of {kernel}")
+    constants = {**defaults, **constants, **config.kwargs, **({one: 1} if one else {})}
     constants.update(
         {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default and p.name not in constants}
     )
     missing = [p.name for p in fn.params if p.is_constexpr and p.name not in constants]
     if missing:  # Triton would compile them as None: another kernel than the one launched
         raise SystemExit(f"sass_dev: set {', '.join(missing)} for {kernel} (--const NAME=INT)")
-    signature = {p.name: pointers.get(p.name, "i32") for p in fn.params if not p.is_constexpr}
+    signature = {
+        p.name: pointers.get(p.name, "i32") for p in fn.params if not p.is_constexpr and p.name != one
+    }
     aligned = {
         (fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in signature if name not in ODD
     }
@@ -152,6 +162,10 @@ def main() -> None:
     parser.add_argument(
         "--config", help="one config (the kernels' *_CONFIG syntax); default: the shipped tiles"
     )
+    parser.add_argument(
+        "--one",
+        help="NAME,...: compile once with each named integer argument equal to 1 (NUM_SMS, M, K, ...)",
+    )
     args = parser.parse_args()
     constants: dict[str, Any] = {
         name: int(value) for name, _, value in (c.partition("=") for c in args.const)
@@ -164,11 +178,14 @@ def main() -> None:
                 c for c in configs if constants["SCALING"] in gemm_fp8._TMA_SERVES[gemm_fp8._tile_key(c)]
             ]
     print(f"triton {triton.__version__}, sm_90, {args.kernel} {constants}")
-    for config in configs:
+    ones: list[str | None] = args.one.split(",") if args.one else [None]
+    for config, one in itertools.product(configs, ones):
         name = ",".join(f"{k}={v}" for k, v in config.kwargs.items())
-        name += f",num_warps={config.num_warps},num_stages={config.num_stages}"
+        name += f",num_warps={config.num_warps},num_stages={config.num_stages}" + (
+            f" ({one} = 1)" if one else ""
+        )
         try:
-            kernel = compile_config(args.kernel, config, constants)
+            kernel = compile_config(args.kernel, config, constants, one)
         except (RuntimeError, CompilationError) as exc:  # the compiler's own failure is the finding
             print(f"{name}\n  does not compile: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             continue

@@ -95,7 +95,10 @@ snapshot() {  # OUTDIR/laneN.tgz: each lane's log as it stands, with the harness
     dir=$root/campaign-lane$n
     (cd "$dir/repo/.git/campaign/runs" 2>/dev/null && find . -type f \( -name '*.log' -o -name '*.csv' \
       -o -name '*.json' \) -size -4M -exec cp -p --parents {} "$dir/log/runs/" \;) 2>/dev/null
-    tar czf "$out/lane$n.tgz" --warning=no-file-changed -C "$dir" log
+    # A command's own files under $LANE_LOG may hold a scratch repository (the demo's): its compiled
+    # kernels and bytecode (hundreds of MB) would keep the tarball from coming back.
+    tar czf "$out/lane$n.tgz" --warning=no-file-changed --exclude=triton-cache --exclude=python-cache \
+      -C "$dir" log
   done
 }
 

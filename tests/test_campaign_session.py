@@ -17,6 +17,7 @@ lane0() {
   gc --help
   timed first sleep 3
   timed second sh -c 'echo "lane 0 was here" >"$LANE_LOG/own.txt"; echo printed'
+  timed scratch sh -c 'c="$LANE_LOG/demo/.git/campaign/triton-cache"; mkdir -p "$c"; echo kernel >"$c/k.cubin"'
 }
 lane1() {
   timed only true
@@ -83,6 +84,7 @@ def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> N
     lane0 = members(tmp_path / "out2" / "lane0.tgz")
     assert lane0["log/own.txt"] == "lane 0 was here\n"  # $LANE_LOG comes back
     assert lane0["log/second.txt"] == "printed\n"
+    assert not [name for name in lane0 if "triton-cache" in name]  # a scratch repo's caches stay behind
     assert "Usage: " in lane0["log/1.out"]  # `gc`: the tool, run from main's copy in the lane's clone
     steps = lane0["log/steps.txt"]
     assert "first: sleep 3" in steps and "first exit 0" in steps and "second exit 0" in steps

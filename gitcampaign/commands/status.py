@@ -11,6 +11,7 @@ from gitcampaign import sync
 from gitcampaign.campaign import (
     opened,
 )
+from gitcampaign.commands.validate import KeptSessions
 from gitcampaign.lineage import LineageRow, lineage_rows, termination
 from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
 from gitcampaign.vocabulary import Status
@@ -74,16 +75,19 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         next=_next_text(
             decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
             rounds[-1] if rounds else None,
+            KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
         ),
         remotes=sync.remote_standing(repo, campaign.name),
     )
 
 
-def _next_text(step: NextStep, last: LineageRow | None) -> str:
-    """`status`'s wording of the next step `loop.decide` chose, with the open round's number."""
+def _next_text(step: NextStep, last: LineageRow | None, kept: str | None = None) -> str:
+    """`status`'s wording of the next step `loop.decide` chose, with the open round's number (and the
+    measurement sessions an interrupted validate of it kept)."""
     if step.step == STEP_VALIDATE and last is not None:
         pending = last.status == Status.PENDING
-        return f"git campaign validate  ({'finishes the interrupted decision' if pending else f'round {last.round}'})"
+        what = "finishes the interrupted decision" if pending else f"round {last.round}"
+        return f"git campaign validate  ({what}{f'; {kept}' if kept and not pending else ''})"
     if step.step == STEP_COMMIT and last is not None:
         return f"edit, `git commit`, then `git campaign validate` (round {last.round})"
     if step.step == STEP_DONE:

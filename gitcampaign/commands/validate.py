@@ -420,6 +420,10 @@ def _measure(
     return first.candidate.raw
 
 
+def kept_path(campaign: Campaign, number: int) -> Path:
+    return g.common_dir(campaign.repo) / "campaign" / "sessions" / campaign.name / f"round-{number}.json"
+
+
 @dataclass
 class KeptSessions:
     """The measurement sessions a validate has finished without a decision, kept in the common git dir
@@ -450,8 +454,7 @@ class KeptSessions:
             "quick_command": manifest.quick_command,
             "environment": envinfo.fingerprint(),
         }
-        path = g.common_dir(campaign.repo) / "campaign" / "sessions" / campaign.name / f"round-{number}.json"
-        return cls(path, json.loads(json.dumps(key)))
+        return cls(kept_path(campaign, number), json.loads(json.dumps(key)))
 
     def load(self) -> tuple[list[PairSample], str]:
         """The kept samples and when they were kept; none where anything in the key differs."""
@@ -479,6 +482,17 @@ class KeptSessions:
 
     def drop(self) -> None:
         self.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def summary(campaign: Campaign, number: int) -> str | None:
+        """For `status`: how many sessions round `number` has kept, and since when (not checked against
+        this machine: that costs the environment probe, and validate checks it)."""
+        try:
+            kept = json.loads(kept_path(campaign, number).read_text())
+            sessions = max(sample["session"] for sample in kept["samples"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return f"{sessions} measurement session{'s' if sessions > 1 else ''} kept from {kept.get('kept')}"
 
 
 def _probe(

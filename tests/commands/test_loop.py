@@ -441,6 +441,7 @@ def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
     with pytest.raises(Stopped):
         validate(project, None)
     assert runs == ["s1", "s2", "s3"] and C.round_branch(NAME, 2) in git(project, "branch")
+    assert "(round 2; 2 measurement sessions kept from " in status(project, None).next
 
     runs.clear()
     monkeypatch.setattr(ex, "measure", stopping_after(1))

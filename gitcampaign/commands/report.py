@@ -243,6 +243,22 @@ def _markdown(
         for label, v in per_shape.items()
     ]
     least = sorted((v["ratio"], label) for label, v in per_shape.items() if isinstance(v["ratio"], float))[:3]
+    # With no round accepted both sides run the same kernels: the ratio is the measurement's spread.
+    same_kernels = (
+        []
+        if accepted
+        else [
+            "",
+            "No round was accepted: baseline and final run the same kernels, so this ratio and its"
+            " interval are the measurement's own spread between processes of one tree (an A/A"
+            " check), not a change.",
+        ]
+    )
+    next_steps = (
+        [f"- {label}: {_fmt(ratio, '.3f')}x, the least gained so far" for ratio, label in least] or ["- none"]
+        if accepted
+        else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
+    )
     lines = [
         f"# Campaign `{campaign.name}`: report",
         "",
@@ -257,16 +273,7 @@ def _markdown(
         "",
         f"Aggregate (geomean over PASS shapes) final/baseline: **{_fmt(stats.ratio if stats else None, '.3f')}x**, "
         f"95% CI [{_fmt(stats.ci[0] if stats else None, '.3f')}, {_fmt(stats.ci[1] if stats else None, '.3f')}]",
-        *(
-            [
-                "",
-                "No round was accepted: baseline and final run the same kernels, so this ratio and its"
-                " interval are the measurement's own spread between processes of one tree (an A/A"
-                " check), not a change.",
-            ]
-            if not accepted
-            else []
-        ),
+        *same_kernels,
         "",
         tabulate(
             shape_rows,
@@ -320,14 +327,7 @@ def _markdown(
         "",
         "## Next steps (from the data)",
         "",
-        *(
-            (
-                [f"- {label}: {_fmt(ratio, '.3f')}x, the least gained so far" for ratio, label in least]
-                or ["- none"]
-            )
-            if accepted
-            else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
-        ),
+        *next_steps,
         "",
         *([f"![speedup per round and per-shape ratios]({C.REPORT_PLOT_FILE})", ""] if plotted else []),
     ]

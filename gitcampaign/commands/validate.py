@@ -458,14 +458,11 @@ class KeptSessions:
 
     def load(self) -> tuple[list[PairSample], str]:
         """The kept samples and when they were kept; none where anything in the key differs."""
-        try:
-            kept = json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return [], ""
-        if not isinstance(kept, dict) or kept.get("key") != self.key:
+        kept = _read_kept(self.path)
+        if kept is None or kept.get("key") != self.key:
             return [], ""
         found = [PairSample(s["incumbent"], s["candidate"], s["session"]) for s in kept["samples"]]
-        return found, str(kept["kept"]) if found else ""
+        return found, kept["kept"]
 
     def save(self, found: list[PairSample]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -487,12 +484,29 @@ class KeptSessions:
     def summary(campaign: Campaign, number: int) -> str | None:
         """For `status`: how many sessions round `number` has kept, and since when (not checked against
         this machine: that costs the environment probe, and validate checks it)."""
-        try:
-            kept = json.loads(kept_path(campaign, number).read_text())
-            sessions = max(sample["session"] for sample in kept["samples"])
-        except (OSError, ValueError, KeyError, TypeError):
+        kept = _read_kept(kept_path(campaign, number))
+        if kept is None:
             return None
-        return f"{sessions} measurement session{'s' if sessions > 1 else ''} kept from {kept.get('kept')}"
+        sessions = max(sample["session"] for sample in kept["samples"])
+        return f"{sessions} measurement session{'s' if sessions > 1 else ''} kept from {kept['kept']}"
+
+
+def _read_kept(path: Path) -> dict[str, Any] | None:
+    """The record KeptSessions.save wrote, or None (none there, or not one of its records)."""
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    fields = {"session", "incumbent", "candidate"}
+    if (
+        not isinstance(kept, dict)
+        or not isinstance(kept.get("kept"), str)
+        or not isinstance(kept.get("samples"), list)
+        or not kept["samples"]
+        or not all(isinstance(sample, dict) and fields <= sample.keys() for sample in kept["samples"])
+    ):
+        return None
+    return kept
 
 
 def _probe(

@@ -440,6 +440,12 @@ class QuantInputs:
         return [self.x]
 
 
+def sets_apart(l2_bytes: int, set_bytes: int) -> int:
+    """How many sets of `set_bytes` go round before one is used again, so that POOL_L2_MULTIPLE x L2
+    is read in between (at least 2; tiny sets: POOL_MAX_SETS)."""
+    return min(POOL_MAX_SETS, max(2, math.ceil(POOL_L2_MULTIPLE * l2_bytes / max(set_bytes, 1)) + 1))
+
+
 def normal(size: tuple[int, ...], generator: Any, device: Any, dtype: Any) -> Any:
     """Standard normal values, drawn in the target dtype (one write per element)."""
     import torch
@@ -481,16 +487,15 @@ class Bank:
         self.banks: dict[tuple[object, ...], list[Any]] = {}  # key -> [values, next start, pass]
 
     def take(self, size: tuple[int, ...], dtype: Any, fill: Fill = normal) -> Any:
-
         numel, itemsize = math.prod(size), dtype.itemsize
         align = max(1, BANK_ALIGN_BYTES // itemsize)
         stride = -(-numel // align) * align
         passes = min(BANK_PASSES, stride // align)  # pass p's starts are p x align modulo the stride
         key = (size, dtype, fill)
         if key not in self.banks:
-            sets = max(2, math.ceil(POOL_L2_MULTIPLE * self.l2_bytes / (stride * itemsize)) + 1)
+            sets = sets_apart(self.l2_bytes, stride * itemsize)
             self.banks[key] = [
-                self._draw(size, min(sets, POOL_MAX_SETS) * stride + passes * align, dtype, fill),
+                self._draw(size, sets * stride + passes * align, dtype, fill),
                 0,
                 0,
             ]
@@ -1283,8 +1288,8 @@ class Clock:
         window_began = self.perf_counter()
         before, taken = torch.cuda.memory_allocated(device), bank.handed_out
         pool: collections.deque[Callable[[], Any]] = collections.deque([prepare()])
-        set_bytes = max(torch.cuda.memory_allocated(device) - before + bank.handed_out - taken, 1)
-        depth = min(POOL_MAX_SETS, max(2, math.ceil(POOL_L2_MULTIPLE * self.l2_bytes / set_bytes) + 1))
+        set_bytes = torch.cuda.memory_allocated(device) - before + bank.handed_out - taken
+        depth = sets_apart(self.l2_bytes, set_bytes)
         while len(pool) < depth:
             pool.append(prepare())
 

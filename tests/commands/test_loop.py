@@ -462,6 +462,10 @@ def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
     monkeypatch.setattr(ex, "measure", stopping_after(1))
     with pytest.raises(Stopped):
         validate(project, None)
+    assert "1 measurement session kept" in status(project, None).next
+    kept = next((project / ".git/campaign/sessions").rglob("*.json"))
+    kept.write_text('{"kept": "then", "samples": [{"session": 1}]}')  # not a record validate wrote
+    assert "kept" not in status(project, None).next
     git(project, "commit", "-q", "--amend", "-m", "Hypothesis: reworded\nChange: speed 103")
     runs.clear()
     monkeypatch.setattr(ex, "measure", stopping_after(3))

@@ -27,6 +27,7 @@ class LineageRow:
     key_deltas: str
     transfer: str | None
     commit: str | None
+    reasons: str = ""  # the decision's reason codes (within_noise, shape_regression, ...)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ def rows_of(
                 _key_deltas(decision),
                 decision.get("transfer") if decision else None,
                 entry.commit,
+                ", ".join(decision.get("reasons") or []) if decision else "",
             )
         )
     return baseline, rows

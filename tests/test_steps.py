@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
@@ -11,6 +12,7 @@ import yaml
 
 from gitcampaign import git as g
 from gitcampaign import steps
+from gitcampaign.commands import init as init_module
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import parse_manifest
@@ -106,6 +108,29 @@ def test_a_manifest_written_before_the_build_fields_still_reads(
     data["execution_mode"] = "workspace"
     with pytest.raises(CampaignError, match="workspace paths"):
         parse_manifest(yaml.safe_dump(data), "manifest.yaml")
+
+
+@pytest.mark.parametrize("xdist", [True, False])
+def test_init_runs_the_tests_in_several_processes_where_pytest_xdist_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdist: bool
+) -> None:
+    """On a GPU a round's tests compile its kernels cold, so the default test and acceptance commands
+    spread them over up to 8 processes; without pytest-xdist, plain pytest (no -n it cannot parse)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        init_module.importlib.util,
+        "find_spec",
+        lambda name, *rest: (object() if xdist else None) if name == "xdist" else real(name, *rest),
+    )
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_other.py").write_text("")
+    init(root, InitOptions(name="t", op="gemm", shapes="shapes.yaml", quick_command="python bench.py"))
+    manifest = parse_manifest(git(root, "show", "HEAD:campaigns/t/manifest.yaml"), "manifest.yaml")
+    spread = " -n auto --maxprocesses 8" if xdist else ""
+    assert manifest.test_command == f"python -m pytest -q{spread} tests/kernels/test_gemm.py"
+    assert manifest.acceptance_command == f"python -m pytest -q{spread}"
 
 
 def test_a_build_that_installs_into_the_shared_environment_is_refused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -112,15 +113,23 @@ PYTEST_CONFIGS = (
 )
 
 
+def pytest_command(target: str = "") -> str:
+    """`python -m pytest -q [TARGET]`, spread over up to 8 processes where pytest-xdist is installed:
+    on a GPU a round's tests compile its kernels cold, and 8 processes compile them in parallel
+    (the grouped GEMM's tests 40 s -> 22 s, every kernel test 245 s -> 48 s on an H200 node)."""
+    parallel = " -n auto --maxprocesses 8" if importlib.util.find_spec("xdist") else ""
+    return f"python -m pytest -q{parallel}" + (f" {target}" if target else "")
+
+
 def default_acceptance(repo_root: Path, test_command: str) -> str:
     """The project's full test suite: pytest when the project configures it or keeps test_*.py files
     under tests/ or test/; otherwise the focused test command, the only suite known."""
     for name, marker in PYTEST_CONFIGS:
         path = repo_root / name
         if path.is_file() and marker in path.read_text(errors="replace"):
-            return "python -m pytest -q"
+            return pytest_command()
     if any(any((repo_root / folder).glob("**/test_*.py")) for folder in ("tests", "test")):
-        return "python -m pytest -q"
+        return pytest_command()
     return test_command
 
 
@@ -193,7 +202,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     quick_command = options.quick_command or f"python {builtin}{forward_only}"
     # The built-in harness (copied by prepare) may be given extra flags; anything else is the user's own.
     harness = builtin if quick_command.split()[:2] == ["python", builtin] else None
-    test_command = options.test_command or (f"python -m pytest -q {info.test_file}" if info else "")
+    test_command = options.test_command or (pytest_command(info.test_file) if info else "")
     probe = options.probe_command
     if probe is None:
         probe = (

@@ -213,6 +213,14 @@ def _fmt(value: object, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
 
 
+def why_rejected(row: LineageRow) -> str:
+    """`REJECT within_noise: shape +1.9%, ...`: the decision, its reason codes, the largest per-shape
+    deltas (a round rejected before any measurement has only its reasons)."""
+    deltas = row.key_deltas if row.key_deltas != row.reasons else ""
+    head = " ".join(filter(None, [row.decision, row.reasons]))
+    return f"{head}: {deltas}" if deltas else head or "see verdict"
+
+
 def _markdown(
     campaign: Campaign,
     manifest: Manifest,
@@ -304,13 +312,7 @@ def _markdown(
         "",
         "### Directions verified not to work",
         "",
-        *(
-            [
-                f"- round {r.round}: {r.hypothesis} ({r.decision}: {r.key_deltas or 'see verdict'})"
-                for r in rejected
-            ]
-            or ["- none"]
-        ),
+        *([f"- round {r.round}: {r.hypothesis} ({why_rejected(r)})" for r in rejected] or ["- none"]),
         "",
         "## Lineage (rejected rounds included; git notes carry the CSVs and verdicts)",
         "",

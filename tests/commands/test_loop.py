@@ -19,13 +19,14 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.log import log
 from gitcampaign.commands.override import accept, rollback
-from gitcampaign.commands.report import report
+from gitcampaign.commands.report import report, why_rejected
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import log_table
+from gitcampaign.lineage import LineageRow, log_table
+from gitcampaign.vocabulary import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project, set_kernel  # noqa: E402
@@ -301,8 +302,18 @@ def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) 
     report(project, None, force=True)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "No round was accepted: baseline and final run the same kernels" in markdown
+    assert (
+        "- round 2: slower (REJECT shape_regression: s-small -10.0%, s-mid -10.0%)" in markdown
+    )  # the reason, then the deltas
     assert "- no round was accepted: start from the verdicts" in markdown
     assert "the least gained so far" not in markdown
+
+
+def test_a_rejection_before_any_measurement_names_its_reason_once() -> None:
+    row = LineageRow(
+        3, Status.REJECTED, "REJECT", "h", None, None, "tests_failed", None, None, "tests_failed"
+    )
+    assert why_rejected(row) == "REJECT tests_failed"
 
 
 def test_cli_wiring(project: Path) -> None:

@@ -32,6 +32,10 @@ def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     (open_round,) = [row for row in want["log"]["rounds"] if row["status"] == "open"]
     assert open_round["hypothesis"] == ""
     open_round["hypothesis"] = "left open"
+    # Another: each row names its decision's reason codes, which that code's log left out.
+    reasons = [row.pop("reasons") for row in rows["rounds"]]
+    overridden, gated = "manual_override", "harness_changed"
+    assert reasons == ["", "", "shape_regression", gated, overridden, overridden, ""]
     assert json.loads(json.dumps({"status": state, "log": rows})) == want
 
 

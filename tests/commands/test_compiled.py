@@ -121,5 +121,5 @@ def test_compiled_extension_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (final.acceptance, final.clean_diff) == ("passed", True) and final.ratio > 1.5
     text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "holds only the accepted rounds' changes: 1 file(s)" in text and "`csrc/matmul.cpp`" in text
-    assert "unroll the inner loop by 4 (REJECT: build_failed)" in text
+    assert "unroll the inner loop by 4 (REJECT build_failed)" in text
     assert "from accepted round(s) 2;" in text and "`python -m pytest -q`: **passed**" in text

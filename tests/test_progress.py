@@ -74,6 +74,28 @@ def test_plain_lines_name_phase_pair_side_shape_and_times(tmp_path: Path) -> Non
     assert progress.phase_seconds == {"measurement session 1": 90.0}
 
 
+def test_the_estimate_leaves_out_compiling(tmp_path: Path) -> None:
+    """The first shape took 30 s, 20 of them compiling: 10 s of work for a quarter of the runs."""
+    stream, clock = io.StringIO(), FakeClock()
+    progress = Progress(stream, live=False, clock=clock, interval=0.01)
+    log = tmp_path / "run.log"
+    log.write_text("label,...\n")
+    shape_line = "quick_test_bench: small: 30.00 s, 5.00 s of it in timed windows, 20.00 s in first calls"
+    with progress.phase("measurement session 1", runs=2):
+        with progress.harness_run("pair 1/1, candidate", ["small", "large"], log):
+            wait_for(lambda: "shape 1/2 small" in stream.getvalue())
+            clock.now = 30.0
+            log.write_text(f"label,...\n{shape_line} (compilation, autotuning)\nsmall,1\n")
+            wait_for(lambda: "shape 2/2 large" in stream.getvalue())
+            clock.now = 40.0
+        with progress.harness_run("pair 1/1, incumbent", ["small", "large"], log.with_name("other.log")):
+            pass
+    lines = stream.getvalue().splitlines()
+    assert "measurement session 1, pair 1/1, candidate, shape 2/2 large, 0:30 elapsed, ~0:30 left" in lines
+    # The finished run's compiling stays out: 20 s of work for one run of two.
+    assert "measurement session 1, pair 1/1, incumbent, 0:40 elapsed, ~0:20 left" in lines
+
+
 def test_a_terminal_gets_one_line_redrawn_in_place(tmp_path: Path) -> None:
     stream = io.StringIO()
     progress = Progress(stream, live=True, interval=0.01)

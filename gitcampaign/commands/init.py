@@ -116,7 +116,7 @@ PYTEST_CONFIGS = (
 def pytest_command(target: str = "") -> str:
     """`python -m pytest -q [TARGET]`, spread over up to 8 processes where pytest-xdist is installed:
     on a GPU a round's tests compile its kernels cold, and 8 processes compile them in parallel
-    (the grouped GEMM's tests 40 s -> 22 s, every kernel test 245 s -> 48 s on an H200 node)."""
+    (the grouped GEMM's tests 40 s -> 22 s, every kernel test over 180 s -> 48 s on an H200 node)."""
     parallel = " -n auto --maxprocesses 8" if importlib.util.find_spec("xdist") else ""
     return f"python -m pytest -q{parallel}" + (f" {target}" if target else "")
 

@@ -302,16 +302,24 @@ def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) 
     report(project, None, force=True)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "No round was accepted: baseline and final run the same kernels" in markdown
-    assert (
-        "- round 2: slower (REJECT shape_regression: s-small -10.0%, s-mid -10.0%)" in markdown
-    )  # the reason, then the deltas
+    why = "(REJECT shape_regression: s-small -10.0%, s-mid -10.0%)"  # the reason, then the deltas
+    assert f"- round 2: slower {why}" in markdown
     assert "- no round was accepted: start from the verdicts" in markdown
     assert "the least gained so far" not in markdown
 
 
 def test_a_rejection_before_any_measurement_names_its_reason_once() -> None:
     row = LineageRow(
-        3, Status.REJECTED, "REJECT", "h", None, None, "tests_failed", None, None, "tests_failed"
+        round=3,
+        status=Status.REJECTED,
+        decision="REJECT",
+        hypothesis="h",
+        metric=None,
+        vs_baseline=None,
+        key_deltas="tests_failed",  # what _key_deltas gives a round without measured shapes
+        transfer=None,
+        commit=None,
+        reasons="tests_failed",
     )
     assert why_rejected(row) == "REJECT tests_failed"
 

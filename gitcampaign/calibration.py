@@ -24,6 +24,11 @@ from typing import Any
 VENDOR_BACKEND = "torch"
 SHAPE_LIMIT = 0.03
 RATIO_LIMIT = 0.01
+# Two measures that hold one backend's SM clock this much further apart than the other's: a ratio
+# gap is then the loops' power (what each does besides the op moves a power-limited clock) as much
+# as their timing (H200, 2026-11-30: our fp8 forwards at the 700 W limit, 15-30 MHz apart between
+# the loops, the vendor's at 1980 MHz in both).
+CLOCK_GAP = 0.005
 ROLES = ("ours", "vendor")  # how crosscheck's records name the two backends
 MEASURES = ("harness", "back_to_back")
 PHASES = ("forward", "backward")
@@ -88,6 +93,24 @@ class CalibrationRow:
     def b2b_ratio_spread(self) -> float:
         return spread(self.b2b_ratios)
 
+    @property
+    def clock_gap(self) -> float:
+        """How much further apart the two measures held our SM clock than the vendor's (harness over
+        back-to-back, ours minus vendor's; NaN where NVML read no clock)."""
+        return (self.ours_harness_mhz / self.ours_b2b_mhz) - (self.vendor_harness_mhz / self.vendor_b2b_mhz)
+
+    def clock_note(self) -> str:
+        """Why a ratio may disagree, from the clocks: empty where the ratio agrees or the clocks moved alike."""
+        if abs(self.ratio_deviation) <= RATIO_LIMIT or not abs(self.clock_gap) >= CLOCK_GAP:
+            return ""
+        return (
+            f"{self.label} {self.phase}: the ratio is {100 * self.ratio_deviation:+.1f}% off, and the two "
+            f"measures held our clock at {self.ours_harness_mhz:.0f}/{self.ours_b2b_mhz:.0f} MHz, the "
+            f"vendor's at {self.vendor_harness_mhz:.0f}/{self.vendor_b2b_mhz:.0f} (gate/outside): a "
+            "power-limited clock follows what each loop does besides the op, so this gap is the loops' "
+            "power as much as the gate's timing"
+        )
+
     def agrees(self) -> bool:
         # Written so that NaN disagrees.
         return (
@@ -106,6 +129,7 @@ class CalibrationRow:
             "ratio_deviation": self.ratio_deviation,
             "harness_ratio_spread": self.harness_ratio_spread,
             "b2b_ratio_spread": self.b2b_ratio_spread,
+            "clock_note": self.clock_note(),
             "agrees": self.agrees(),
         }
 

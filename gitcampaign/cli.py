@@ -293,6 +293,7 @@ def calibrate(
             "ratios; spread: (greatest - least) / median of the rounds' ratios; SM MHz: "
             f"{ours} gate/b2b, {vendor} gate/b2b",
             *(f"warning: {w}" for w in result.warnings),
+            *(f"note: {row.clock_note()}" for row in result.rows if row.clock_note()),
             verdict_line,
             f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
         ]

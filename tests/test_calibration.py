@@ -57,6 +57,29 @@ def test_limits(ours: tuple[float, float], vendor: tuple[float, float], agrees: 
     assert row.agrees() is agrees
 
 
+def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
+    """H200, 2026-11-30: our fp8 blockwise forward at 1800 MHz in the gate and 1770 outside, the
+    vendor's at 1980 in both, the ratio 1.6% apart."""
+    round_ = one_round((2.48, 2.52), (4.40, 4.40))
+    round_["harness"]["ours"]["forward"]["sm_mhz"] = 1800.0
+    round_["back_to_back"]["ours"]["forward"]["sm_mhz"] = 1770.0
+    for measure in ("harness", "back_to_back"):
+        round_[measure]["vendor"]["forward"]["sm_mhz"] = 1980.0
+    (row,) = build_rows([record("s", round_)])
+    assert not row.agrees() and row.clock_gap == pytest.approx(1800 / 1770 - 1)
+    assert "held our clock at 1800/1770 MHz, the vendor's at 1980/1980" in row.clock_note()
+    assert row.to_json()["clock_note"] == row.clock_note()
+    # The same clocks with the ratio within the limit, or the ratio gap with both clocks moved
+    # alike: nothing to explain.
+    round_["harness"]["ours"]["forward"]["ms"] = 2.52
+    (agreeing,) = build_rows([record("s", round_)])
+    assert agreeing.agrees() and agreeing.clock_note() == ""
+    round_["harness"]["ours"]["forward"]["ms"] = 2.48
+    round_["back_to_back"]["vendor"]["forward"]["sm_mhz"] = 1950.0
+    (alike,) = build_rows([record("s", round_)])
+    assert not alike.agrees() and alike.clock_note() == ""
+
+
 def test_medians_over_rounds_and_the_ratio_of_each_round() -> None:
     """Figures are medians over the rounds; the ratio is the median of each round's own ratio (its
     two windows ran at one clock), not the quotient of medians taken from different rounds."""

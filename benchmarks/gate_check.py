@@ -168,6 +168,7 @@ def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
         f"\n{len(summary)} rows; worst per-shape deviation {100 * worst_shape:.2f}%, worst ratio deviation "
         f"{100 * worst_ratio:.2f}%; all agree: {all(r.agrees() for r in summary) and bool(summary)}"
     )
+    lines += [f"- note: {row.clock_note()}" for row in summary if row.clock_note()]
     (out / "agreement.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

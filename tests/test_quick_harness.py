@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from gitcampaign import constants
+from gitcampaign.progress import FIRST_CALLS
 from gitcampaign.shapes import dump_shapes, preset
 from gitcampaign.templates import quick_test_bench as qtb
 from tests.conftest import GPU_TEST_CONFIGS
@@ -266,6 +267,8 @@ def test_planted_kernels_fail_each_check_with_its_reason(tmp_path: Path) -> None
             assert any(label in line and reason in line for line in process.stderr.splitlines()) or (
                 check == "ERROR" and f"{label}: ERROR" in process.stderr and reason in process.stderr
             ), (label, process.stderr)
+    # Each shape's time line, which validate's time-left estimate reads its compile seconds from.
+    assert len(FIRST_CALLS.findall(process.stderr)) == len(PLANTED), process.stderr
     honest, errored = table[0], table[PLANTED.index(("raises", 69, "ERROR", "planted failure"))]
     assert all(math.isfinite(float(honest[column])) for column in ("out_snr", "da_snr", "db_snr"))
     assert all(errored[column] == "nan" for column in constants.GEMM_HEADER.split(",")[6:])

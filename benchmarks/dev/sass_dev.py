@@ -30,12 +30,12 @@ before a WAIT that leaves the MMA in flight. Found with it (2026-11-30, triton 3
   spilled, the masked pointer store then computing an address per element; a round built on that
   figure (one TMA-stored launch of whole 128-row blocks) measured nothing on uniform routings.
 - warp specialisation (`tl.range(..., warp_specialize=True)` on the persistent loop, 4 warps a
-  config; branches kern-gemm-ws and kern-fp8-ws, not on main): triton 3.6 partitions the dense and
-  fp8 loops for sm_90 into a producer warpgroup and two 64-row consumers (12 warps, `setmaxnreg`;
-  each consumer's branch reads `MMAx4 | WAIT 0x0`, and `| Fx64` for blockwise 128x128), 168
-  registers and no spills at 128x128 and 128x256 (213 KiB shared at 3 stages; 4 stages of 128x256
-  exceed the 227 KiB). Its pass fails on a subtiled epilogue, on blockwise scales carried across
-  steps (the prefetch), on the grouped kernel, and on the fp8 kernel compiled with K = 1.
+  config; tried on copies of the kernels, not on main, not yet run on a GPU): triton 3.6 partitions
+  the dense and fp8 loops for sm_90 into a producer warpgroup and two 64-row consumers (12 warps,
+  `setmaxnreg`; each consumer's branch reads `MMAx4 | WAIT 0x0`, and `| Fx64` for blockwise
+  128x128), 168 registers and no spills at 128x128 and 128x256 (213 KiB shared at 3 stages; 4
+  stages of 128x256 exceed the 227 KiB). Its pass fails on a subtiled epilogue, on blockwise scales
+  carried across steps (the prefetch), on the grouped kernel, and on the fp8 kernel with K = 1.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from git import Repo
 
 from gitcampaign import git as g
 from gitcampaign.campaign import locked
-from gitcampaign.commands.validate import protected_changes
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
+from gitcampaign.protected import NEW_ON_IMPORT_PATH, protected_changes
 from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
 
 
@@ -91,7 +91,8 @@ def _refuse_judged_changes(
     judged = protected_changes(repo, manifest, base, picked, changed)
     if not judged:
         return
-    rest = [path for path in changed if not any(entry.split(" (")[0] == path for entry in judged)]
+    judged_paths = {entry.removesuffix(NEW_ON_IMPORT_PATH) for entry in judged}
+    rest = [path for path in changed if path not in judged_paths]
     keep = (
         f"git switch -c {ref}-kernel {commit[:12]}~ && git checkout {commit[:12]} -- {' '.join(rest)} && "
         f"git commit -C {commit[:12]}, then `git campaign round --from {ref}-kernel`"

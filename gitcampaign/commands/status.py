@@ -11,7 +11,7 @@ from gitcampaign import sync
 from gitcampaign.campaign import (
     opened,
 )
-from gitcampaign.commands.validate import KeptSessions
+from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lineage import LineageRow, lineage_rows, termination
 from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
 from gitcampaign.vocabulary import Status

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import posixpath
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +21,11 @@ from gitcampaign import envinfo, steps, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
-from gitcampaign.decision import PairSample, decide, paired_stats
+from gitcampaign.decision import decide, paired_stats
 from gitcampaign.errors import CampaignError
+from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lint import lint_source
-from gitcampaign.manifest import Manifest, sha256_bytes
+from gitcampaign.manifest import Manifest
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -39,6 +39,7 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
+from gitcampaign.protected import protected_changes
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
 from gitcampaign.verdict import VerdictDoc
@@ -100,46 +101,6 @@ def round_to_validate(campaign: Campaign) -> Round:
             'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
         )
     return unfinished[-1]
-
-
-IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")
-
-
-def protected_changes(
-    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
-) -> list[str]:
-    """Protected files changed by the round (`changed`: its paths changed against the incumbent), and
-    what it added where the harness imports from.
-
-    Named files are hashed; the campaign folder is protected as a whole (a new file there counts);
-    so are the harness's import folders (each protected script's folder, and the repository root the
-    harness puts on `sys.path`): a new module or package there could shadow what the harness imports.
-    """
-    protected = []
-    for path, digest in manifest.protected_paths.items():
-        content = g.read_file_at(repo, commit, path)
-        if content is None or sha256_bytes(content) != digest:
-            protected.append(path)
-    folder = C.campaign_dir(manifest.name) + "/"
-    protected += [path for path in changed if path.startswith(folder)]
-    import_dirs = {""} | {
-        f"{parent}/"
-        for path in manifest.protected_paths
-        if path.endswith(".py") and (parent := posixpath.dirname(path))
-    }
-    for path in g.added_paths(repo, incumbent, commit):
-        for base in import_dirs:
-            if not path.startswith(base):
-                continue
-            first, _, rest = path[len(base) :].partition("/")
-            new_module = not rest and first.endswith(IMPORTABLE)
-            new_package = (
-                rest.endswith(IMPORTABLE) and g.rev(repo, f"{incumbent}:{base}{first}", peel="") is None
-            )
-            if new_module or new_package:
-                protected.append(f"{path} (new on the harness's import path)")
-                break
-    return sorted(set(protected))
 
 
 def gate_findings(
@@ -418,95 +379,6 @@ def _measure(
             with progress.phase("training probe", runs=2 * PROBE_PAIRS):
                 _probe(trees, manifest, scratch, result, document, progress)
     return first.candidate.raw
-
-
-def kept_path(campaign: Campaign, number: int) -> Path:
-    return g.common_dir(campaign.repo) / "campaign" / "sessions" / campaign.name / f"round-{number}.json"
-
-
-@dataclass
-class KeptSessions:
-    """The measurement sessions a validate has finished without a decision, kept in the common git dir
-    so that a validate stopped by a command's time limit (a lent GPU's 10 minutes) or a crash goes on
-    where it stopped instead of measuring them again. They count only for the same round, commits,
-    shapes, pairs, metric, harness command and machine (the environment fingerprint); the build and
-    the tests always run again."""
-
-    path: Path
-    key: dict[str, Any]
-
-    @classmethod
-    def of(
-        cls,
-        campaign: Campaign,
-        number: int,
-        commits: dict[str, str],
-        labels: list[str],
-        pairs: int,
-        manifest: Manifest,
-    ) -> KeptSessions:
-        key = {
-            "incumbent": commits[INCUMBENT],
-            "candidate": commits[CANDIDATE],
-            "shapes": labels,
-            "pairs": pairs,
-            "metric": manifest.primary_metric,
-            "quick_command": manifest.quick_command,
-            "environment": envinfo.fingerprint(),
-        }
-        return cls(kept_path(campaign, number), json.loads(json.dumps(key)))
-
-    def load(self) -> tuple[list[PairSample], str]:
-        """The kept samples and when they were kept; none where anything in the key differs."""
-        kept = _read_kept(self.path)
-        if kept is None or kept.get("key") != self.key:
-            return [], ""
-        found = [PairSample(s["incumbent"], s["candidate"], s["session"]) for s in kept["samples"]]
-        return found, kept["kept"]
-
-    def save(self, found: list[PairSample]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        record = {
-            "key": self.key,
-            "kept": verdict.now(),
-            "samples": [
-                {"session": s.session, "incumbent": s.incumbent, "candidate": s.candidate} for s in found
-            ],
-        }
-        partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps(record))
-        partial.replace(self.path)  # whole or not at all
-
-    def drop(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-    @staticmethod
-    def summary(campaign: Campaign, number: int) -> str | None:
-        """For `status`: how many sessions round `number` has kept, and since when (not checked against
-        this machine: that costs the environment probe, and validate checks it)."""
-        kept = _read_kept(kept_path(campaign, number))
-        if kept is None:
-            return None
-        sessions = max(sample["session"] for sample in kept["samples"])
-        return f"{sessions} measurement session{'s' if sessions > 1 else ''} kept from {kept['kept']}"
-
-
-def _read_kept(path: Path) -> dict[str, Any] | None:
-    """The record KeptSessions.save wrote, or None (none there, or not one of its records)."""
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    fields = {"session", "incumbent", "candidate"}
-    if (
-        not isinstance(kept, dict)
-        or not isinstance(kept.get("kept"), str)
-        or not isinstance(kept.get("samples"), list)
-        or not kept["samples"]
-        or not all(isinstance(sample, dict) and fields <= sample.keys() for sample in kept["samples"])
-    ):
-        return None
-    return kept
 
 
 def _probe(

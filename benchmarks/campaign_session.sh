@@ -13,6 +13,8 @@
 #   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
+#   from_tree NAME REF CMD...   `timed NAME CMD` in a copy of REF's tree (a candidate branch of the
+#                         bundle, xfer/BRANCH), first on PYTHONPATH: a dev script on a kernel not yet in a round
 #   $LANE_LOG             the lane's log folder (comes back in OUTDIR/laneN.tgz): for a command's own files
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # The lanes run detached from the command, so that a plan may outlast the per-command limit of a lent
@@ -85,6 +87,12 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     timeout -s INT -k 10 "$limit" "$@" >"$dir/log/$name.txt" 2>&1
     echo "lane$n $(date -u +%T): $name exit $?" | tee -a "$dir/log/steps.txt"
   }
+  from_tree() {
+    local name=$1 ref=$2 tree=$dir/trees/$1
+    shift 2
+    rm -rf "$tree" && mkdir -p "$tree" && git archive "$ref" | tar -x -C "$tree" || return
+    timed "$name" env -C "$tree" PYTHONPATH="$tree:$PYTHONPATH" "$@"
+  }
   for f in campaigns/*/lineage.bundle; do
     [[ -f $f ]] && gc import "$f"
   done
@@ -148,7 +156,12 @@ if [[ $1 == --attach ]]; then
 else
   plan=$(realpath "$1")
   out=$(realpath -m "$2")
-  bundle=$(realpath "${REPO_BUNDLE:-.xfer/repo.bundle}")
+  bundle=$(realpath -m "${REPO_BUNDLE:-.xfer/repo.bundle}")
+  if ! git bundle list-heads "$bundle" 2>/dev/null | grep -q ' refs/heads/main$'; then
+    echo "$bundle is not a bundle with a branch main, which every lane clones: make it in the checkout" \
+      "to run with \`git bundle create .xfer/repo.bundle --branches\` (or point REPO_BUNDLE at one)" >&2
+    exit 2
+  fi
   rm -rf "$state" "$root"/campaign-lane[0-9]* "$root"/campaign-gpu[0-9]*.out
   mkdir -p "$state"
   # The lanes read their own copies: a later command's copy of the working tree may rewrite these files.
@@ -178,4 +191,11 @@ mkdir -p "$out"
 } 2>&1 | tee "$out/versions.txt"
 wait_lanes
 snapshot
-cat "$root"/campaign-lane*/log/steps.txt | grep -v '^lane[0-9]   *refs/'
+cat "$root"/campaign-lane*/log/steps.txt 2>/dev/null | grep -v '^lane[0-9]   *refs/'
+for n in $(cat "$state"/lanes); do  # a lane that ended before its first step: say why
+  dir=$root/campaign-lane$n
+  if [[ -f $dir/done && ! -s $dir/log/steps.txt ]]; then
+    echo "lane$n ended before its first step:"
+    tail -5 "$dir/log/lane.out" | sed "s/^/lane$n   /"
+  fi
+done

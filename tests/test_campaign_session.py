@@ -18,6 +18,7 @@ lane0() {
   timed first sleep 3
   timed second sh -c 'echo "lane 0 was here" >"$LANE_LOG/own.txt"; echo printed'
   timed scratch sh -c 'c="$LANE_LOG/demo/.git/campaign/triton-cache"; mkdir -p "$c"; echo kernel >"$c/k.cubin"'
+  from_tree tree xfer/main sh -c 'ls gitcampaign/cli.py; echo "${PYTHONPATH%%:*}"'
 }
 lane1() {
   timed only true
@@ -89,6 +90,44 @@ def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> N
     steps = lane0["log/steps.txt"]
     assert "first: sleep 3" in steps and "first exit 0" in steps and "second exit 0" in steps
     assert "only exit 0" in members(tmp_path / "out2" / "lane1.tgz")["log/steps.txt"]
+    # from_tree: the command ran in a copy of the branch's tree, that copy first on PYTHONPATH
+    assert lane0["log/tree.txt"] == f"gitcampaign/cli.py\n{root}/campaign-lane0/trees/tree\n"
+    assert not [name for name in lane0 if "/trees/" in name]  # the copies stay behind
+
+
+def test_a_bundle_without_main_is_refused_before_any_lane_starts(tmp_path: Path) -> None:
+    repo = project(tmp_path)
+    subprocess.run(["git", "branch", "-qm", "main", "other"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "--branches"], cwd=repo, check=True
+    )
+    root = tmp_path / "machine"
+    root.mkdir()
+    refused = run(str(tmp_path / "plan.sh"), str(tmp_path / "out"), root=root, call_s=5, cwd=repo)
+    assert refused.returncode == 2, refused.stdout
+    assert "not a bundle with a branch main" in refused.stderr and "git bundle create" in refused.stderr
+    assert not list(root.iterdir())  # nothing started
+
+
+def test_a_lane_that_ends_before_its_first_step_says_why(tmp_path: Path) -> None:
+    """A bundle whose main has no tool: the lane stops while setting up, and the command shows its error."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "README.md").write_text("no tool here\n")
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "."],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "readme"],
+        ["git", "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "--branches"],
+    ):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True)
+    (tmp_path / "plan.sh").write_text(PLAN)
+    root = tmp_path / "machine"
+    root.mkdir()
+    done = run(str(tmp_path / "plan.sh"), str(tmp_path / "out"), root=root, call_s=60, cwd=repo)
+    assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
+    assert "lane0 ended before its first step:" in done.stdout
+    assert "gitcampaign" in done.stdout.split("lane0 ended before its first step:")[1]  # git archive's error
 
 
 def test_attach_without_a_session_and_usage(tmp_path: Path) -> None:

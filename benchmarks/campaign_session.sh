@@ -15,6 +15,8 @@
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
 #   from_tree NAME REF CMD...   `timed NAME CMD` in a copy of REF's tree (a candidate branch of the
 #                         bundle, xfer/BRANCH), first on PYTHONPATH: a dev script on a kernel not yet in a round
+#   passed NAME           whether the pytest run by the command NAME passed (a gate before the steps
+#                         that need it: `passed sanity || return`; a hang cut by its timeout did not)
 #   $LANE_LOG             the lane's log folder (comes back in OUTDIR/laneN.tgz): for a command's own files
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # The lanes run detached from the command, so that a plan may outlast the per-command limit of a lent
@@ -92,6 +94,11 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     shift 2
     rm -rf "$tree" && mkdir -p "$tree" && git archive "$ref" | tar -x -C "$tree" || return
     timed "$name" env -C "$tree" PYTHONPATH="$tree:$PYTHONPATH" "$@"
+  }
+  passed() {
+    local summary
+    summary=$(grep -E " in [0-9.]+s" "$dir/log/$1.txt" 2>/dev/null | tail -1)
+    [[ $summary == *passed* && $summary != *failed* && $summary != *error* ]]
   }
   for f in campaigns/*/lineage.bundle; do
     [[ -f $f ]] && gc import "$f"

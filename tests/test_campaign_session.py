@@ -19,6 +19,10 @@ lane0() {
   timed second sh -c 'echo "lane 0 was here" >"$LANE_LOG/own.txt"; echo printed'
   timed scratch sh -c 'c="$LANE_LOG/demo/.git/campaign/triton-cache"; mkdir -p "$c"; echo kernel >"$c/k.cubin"'
   from_tree tree xfer/main sh -c 'ls gitcampaign/cli.py; echo "${PYTHONPATH%%:*}"'
+  timed good echo "3 passed in 0.1s"
+  timed bad sh -c 'echo "1 failed, 2 passed in 0.1s"'
+  timed hung sleep 0
+  for name in good bad hung; do passed $name && echo "$name" >>"$LANE_LOG/passed.txt"; done
 }
 lane1() {
   timed only true
@@ -93,6 +97,7 @@ def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> N
     # from_tree: the command ran in a copy of the branch's tree, that copy first on PYTHONPATH
     assert lane0["log/tree.txt"] == f"gitcampaign/cli.py\n{root}/campaign-lane0/trees/tree\n"
     assert not [name for name in lane0 if "/trees/" in name]  # the copies stay behind
+    assert lane0["log/passed.txt"] == "good\n"  # passed: a pytest summary with no failure or error
 
 
 def test_a_bundle_without_main_is_refused_before_any_lane_starts(tmp_path: Path) -> None:

@@ -134,6 +134,11 @@ class CalibrationRow:
         }
 
 
+def clock_notes(rows: list[CalibrationRow]) -> list[str]:
+    """The rows' clock notes, where there is one (CalibrationRow.clock_note)."""
+    return [note for note in (row.clock_note() for row in rows) if note]
+
+
 def build_rows(records: list[dict[str, Any]]) -> list[CalibrationRow]:
     """The table of gitcampaign.crosscheck's records, shape by shape and phase by phase, over the
     rounds that measured the phase for both backends with both measures (a round whose harness run

@@ -13,8 +13,6 @@ from gitcampaign import git as g
 from gitcampaign.manifest import Manifest, sha256_bytes
 
 IMPORTABLE = (".py", ".pyc", ".so", ".pyd", ".pth")
-
-
 NEW_ON_IMPORT_PATH = " (new on the harness's import path)"  # how protected_changes marks an added module
 
 

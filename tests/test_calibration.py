@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gitcampaign import envinfo
-from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows
+from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows, clock_notes
 from gitcampaign.templates import quick_test_bench as qtb
 
 
@@ -68,7 +68,7 @@ def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
     (row,) = build_rows([record("s", round_)])
     assert not row.agrees() and row.clock_gap == pytest.approx(1800 / 1770 - 1)
     assert "held our clock at 1800/1770 MHz, the vendor's at 1980/1980" in row.clock_note()
-    assert row.to_json()["clock_note"] == row.clock_note()
+    assert row.to_json()["clock_note"] == row.clock_note() and clock_notes([row]) == [row.clock_note()]
     # The same clocks with the ratio within the limit, or the ratio gap with both clocks moved
     # alike: nothing to explain.
     round_["harness"]["ours"]["forward"]["ms"] = 2.52
@@ -77,7 +77,7 @@ def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
     round_["harness"]["ours"]["forward"]["ms"] = 2.48
     round_["back_to_back"]["vendor"]["forward"]["sm_mhz"] = 1950.0
     (alike,) = build_rows([record("s", round_)])
-    assert not alike.agrees() and alike.clock_note() == ""
+    assert not alike.agrees() and alike.clock_note() == "" and clock_notes([alike, agreeing]) == []
 
 
 def test_medians_over_rounds_and_the_ratio_of_each_round() -> None:

@@ -472,6 +472,9 @@ class FakeEnd:
     def query(self) -> bool:
         return self.done
 
+    def synchronize(self) -> None:
+        self.done = True
+
 
 def run_cover(cover: qtb.Cover, ends: list[FakeEnd], finish_previous: bool = False) -> list[bool]:
     """Launch one call per event (whether it got a spin); with `finish_previous` the GPU finishes
@@ -505,6 +508,65 @@ def test_the_launch_cover_spins_until_enough_is_queued() -> None:
     # The spin has bounds: a hiccup in the probes cannot stall the GPU for long.
     assert qtb.Cover(launch_s=1.0, call_s=1e-3).cover_s == qtb.MAX_COVER_S
     assert qtb.Cover(launch_s=1e-6, call_s=1e-6).cover_s == qtb.MIN_COVER_S
+
+
+class FakeKernel:
+    """What Triton's autotuner wraps: records each run (the config, and whether it only compiled)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, bool]] = []
+        self.fn = lambda x, B: None  # the autotuner looks for the Python function underneath
+
+    def run(self, *args: object, grid: object, warmup: bool, B: int, **kwargs: object) -> None:
+        self.runs.append((B, warmup))
+
+
+def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> None:
+    """On a GPU the first call of a shape compiles all of an autotuned kernel's configs at once, then
+    Triton times them as it always does: the same winner, from Triton's own timings; elsewhere, and
+    once the first call is done, the autotuner is Triton's own."""
+    from triton import Config
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.run
+    fake = FakeKernel()
+    timings = {1: 3.0, 2: 1.0, 3: 2.0}  # ms a call, by config: 2 wins
+
+    def bench(call: object, quantiles: object) -> list[float]:
+        call()  # type: ignore[operator]
+        return [timings[fake.runs[-1][0]]] * 3
+
+    tuner = Autotuner(fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None, do_bench=bench)
+    with qtb.configs_compiled_together(torch.device("cuda")):
+        assert Autotuner.run is not original
+        tuner.run(7, grid=(1,), warmup=False)
+    assert Autotuner.run is original
+    compiled, timed = fake.runs[:3], fake.runs[3:]
+    assert sorted(compiled) == [(1, True), (2, True), (3, True)]
+    assert timed == [(1, False), (2, False), (3, False), (2, False)]  # benchmarked, then launched with 2
+    with qtb.configs_compiled_together(torch.device("cpu")):
+        assert Autotuner.run is original
+
+
+def test_the_host_stays_at_most_queue_s_ahead() -> None:
+    """The host waits for the oldest calls to end once more than queue_s is queued, so its time tracks
+    the GPU's (a pre-roll or window sized in host time is that long on the GPU too), and keeps enough
+    queued that no launch is left uncovered."""
+    # 1 ms calls, 20 ms bound: 21 queued (the head and 20 whole calls), the older ones waited for.
+    cover = qtb.Cover(launch_s=0.1e-3, call_s=1e-3, queue_s=0.02)
+    ends = [FakeEnd() for _ in range(100)]
+    spins = run_cover(cover, ends)
+    assert len(cover.pending) == 21 and all(end.done for end in ends[:79]) and not ends[79].done
+    assert spins[:2] == [True, True] and cover.covered == 2  # the first two: nothing queued behind the head
+    # Calls longer than the bound: one still queued behind the head, so the next launch is covered.
+    cover = qtb.Cover(launch_s=0.1e-3, call_s=0.05, queue_s=0.02)
+    ends = [FakeEnd() for _ in range(5)]
+    assert run_cover(cover, ends) == [True, True, False, False, False] and len(cover.pending) == 2
+    # The bound is at least twice the cover; 0 leaves the queue unbounded (the launch queue's depth).
+    assert qtb.Cover(launch_s=4e-3, call_s=1e-3, queue_s=1e-3).queue_s == 2 * qtb.MAX_COVER_S
+    cover = qtb.Cover(launch_s=0.1e-3, call_s=1e-3, queue_s=0)
+    run_cover(cover, ends := [FakeEnd() for _ in range(100)])
+    assert len(cover.pending) == 100 and not any(end.done for end in ends)
 
 
 @GPU

@@ -100,18 +100,25 @@ BANK_ALIGN_BYTES = 512  # an input view starts where the caching allocator would
 BANK_PASSES = 1024  # passes over a bank, each one alignment further along, before it is drawn anew
 # Under its power limit the H200 hunts: the SM clock swings 10-20% within a few hundred ms (seen with
 # NVML, 2026-11-29). Fixed counts of 100 calls (0.03-0.35 s windows, no settling) left 1-2% between
-# processes; with the settle rule, windows of at least 0.5 s after at least 0.5 s of pre-roll spread
-# no more than windows of 1 s after 1 s (bf16 GEMM, 8B gate_up and down, six processes each,
-# 2026-11-30: step CV 0.31-0.41% against 0.27-0.42%, A/A 0.26% against 0.52%) and save ~2 s a shape.
+# processes. With the host at most QUEUE_AHEAD_S ahead, a window lasts on the GPU what it was sized
+# for (before, the launch queue stretched a 0.5 s window to 1-2 s): 0.5 s windows then spread more
+# than 1 s ones, and 1 s windows after 0.5 s of pre-roll spread no more than the stretched windows
+# did (bf16 GEMM, 8B gate_up and down, five processes each, 2026-11-30: step CV 0.27-0.73% for 0.5 s,
+# 0.04-0.31% for 1 s, 0.21-0.50% stretched), in 15.5 s a process against 19 s stretched.
 PREROLL_CHUNK_S = 0.25  # the clock is read after each chunk of pre-roll calls
 PREROLL_MIN_S, PREROLL_MAX_S = 0.5, 4.0
 SETTLED_CLOCK = 0.03  # two successive chunks' median SM clocks this close: settled
-TIMED_MIN_S = 0.5  # a timed window lasts at least this long: more calls per repeat when calls are short
+TIMED_MIN_S = 1.0  # a timed window lasts at least this long: more calls per repeat when calls are short
 MAX_TIMED_CALLS = 20_000
 CLOCK_MOVED_WARN = 0.03  # warn when the SM clock drifts more than this within a timed window
 MONITOR_PERIOD_S = 0.01  # NVML sampling period
 LAUNCH_PROBES = 3  # calls timed with the GPU idle to size the launch cover
 MIN_COVER_S, MAX_COVER_S = 20e-6, 5e-3  # spin length bounds when the host does not keep ahead
+# The host keeps at most this much GPU time queued (Cover.launched): enough to hide any launch, far
+# less than the launch queue's own depth (100-170 calls, ~1.5 s of an 8B gate_up backward), by which
+# a pre-roll settled in the host's time ran on for as long again on the GPU, and a 0.5 s window sized
+# from the host's pace came out 2-4 times longer.
+QUEUE_AHEAD_S = 0.02
 SPIN_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; at a lower clock the spin only lasts longer
 SNR_CHUNK = 1 << 26  # elements per float64 chunk of the SNR sums (512 MB)
 SNR_THRESHOLDS_DB = {"float8_e4m3fn": 25.0, "float8_e5m2": 20.0, "bfloat16": 40.0, "float16": 40.0}
@@ -1088,12 +1095,17 @@ class Cover:
     call read 0.26 ms in one process and 0.45-0.57 ms in others, an A/A floor of 8.4%).
     The spin lasts twice the launch measured with the GPU idle, so the host gets that far ahead and
     the calls then run in bursts; the less the host keeps up, the more often a spin comes, up to one
-    a call (the same o forward: 44 of 860 timed calls)."""
+    a call (the same o forward: 44 of 860 timed calls).
 
-    def __init__(self, launch_s: float, call_s: float) -> None:
+    The host stays at most `queue_s` of calls ahead of the GPU, and never less than one whole call
+    (the bound is at least twice the cover, so it never brings on a spin; 0: as far ahead as the
+    launch queue lets it)."""
+
+    def __init__(self, launch_s: float, call_s: float, queue_s: float = QUEUE_AHEAD_S) -> None:
         self.cover_s = min(max(2.0 * launch_s, MIN_COVER_S), MAX_COVER_S)
         self.cycles = int(self.cover_s * SPIN_CYCLES_PER_S)
         self.call_s = max(call_s, 1e-9)
+        self.queue_s = max(queue_s, 2.0 * self.cover_s) if queue_s > 0 else math.inf
         self.pending: collections.deque[Any] = collections.deque()  # end events, in launch order
         self.covered = 0  # calls given a spin so far
 
@@ -1106,7 +1118,11 @@ class Cover:
         return True
 
     def launched(self, end: Any) -> None:
+        """Count the call just launched; where more than queue_s is queued, wait for the oldest calls
+        to end (never for the GPU to drain: what stays queued still hides the next launch)."""
         self.pending.append(end)
+        while len(self.pending) > 2 and (len(self.pending) - 1) * self.call_s > self.queue_s:
+            self.pending.popleft().synchronize()
 
 
 @dataclass
@@ -1193,12 +1209,16 @@ class Clock:
     are imported, so a kernel module that replaces a timer cannot change what this clock reads."""
 
     def __init__(
-        self, device: Any, min_preroll_s: float = PREROLL_MIN_S, min_window_s: float = TIMED_MIN_S
+        self,
+        device: Any,
+        min_preroll_s: float = PREROLL_MIN_S,
+        min_window_s: float = TIMED_MIN_S,
+        queue_s: float = QUEUE_AHEAD_S,
     ) -> None:
         import torch
 
         self.device = device
-        self.min_preroll_s, self.min_window_s = min_preroll_s, min_window_s
+        self.min_preroll_s, self.min_window_s, self.queue_s = min_preroll_s, min_window_s, queue_s
         self.originals: dict[str, object] = {"time.perf_counter": time.perf_counter}
         self.perf_counter = time.perf_counter
         self.windows: list[Window] = []
@@ -1273,8 +1293,9 @@ class Clock:
           GEMMs 1-4% slower than do_bench at a 1-4% lower SM clock, and the quantisers 5-8% faster
           (H200, 2026-11-30);
         - a pre-roll of the same calls until the SM clock settles (NVML), then at least
-          `min_window_s` of timed calls, with no host synchronisation from the pre-roll's start to
-          the window's end: the host runs ahead and the GPU never waits for it;
+          `min_window_s` of timed calls, with no wait for the GPU to drain from the pre-roll's start
+          to the window's end: the host runs ahead and the GPU never waits for it; the host stays
+          at most `queue_s` ahead (Cover), so that the host's time tracks the GPU's;
         - where the host does not keep ahead (kernels of a few microseconds, or ops of many
           launches), a GPU spin sized from the measured launch time goes before the start event
           whenever too little is queued to hide the launch (Cover), so the host's launch stays out
@@ -1320,11 +1341,11 @@ class Clock:
             pool.append(prepare())
             end.synchronize()
             call_s = max(call_s, start.elapsed_time(end) * 1e-3)
-        cover = Cover(max(launches), call_s)
+        cover = Cover(max(launches), call_s, self.queue_s)
 
-        # The host reads the clock between chunks without waiting for the GPU: once the launch queue
-        # is full it goes at the GPU's pace, so host time measures the pre-roll, and the GPU never
-        # idles between the pre-roll and the timed window. A chunk is sized from the GPU's time a
+        # The host reads the clock between chunks without waiting for the GPU to drain: once it is
+        # queue_s ahead it goes at the GPU's pace, so host time measures the pre-roll, and the GPU
+        # never idles between the pre-roll and the timed window. A chunk is sized from the GPU's time a
         # call, or from the host's where launching is slower (host-bound: the host sets the pace).
         preroll_began = self.perf_counter()
         per_call_s = max(call_s, max(launches), 1e-6)
@@ -1535,9 +1556,53 @@ class GemmDraws:
 def warm_up(run: Run, first_call: Callable[[], object]) -> None:
     """The shape's first call (compilation and autotuning), never timed; its seconds go to the log."""
     began = run.clock.perf_counter()
-    first_call()
+    with configs_compiled_together(run.device):
+        first_call()
     synchronize(run.device)
     run.warm_up_s += run.clock.perf_counter() - began
+
+
+@contextlib.contextmanager
+def configs_compiled_together(device: Any) -> Iterator[None]:
+    """While the block runs, an autotuned kernel compiles all its configs at once, in threads, before
+    Triton's autotuner times them one by one as usual (which then finds them compiled).
+
+    Triton compiles an autotuner's configs one after another, each as the benchmark reaches it: the
+    first process of each side of a cold validation spent 18-22 s that way (H200, 2026-11-30), the GPU
+    idle. Part of a compile holds the GIL (Python builds the IR), the rest does not (the MLIR passes,
+    ptxas in a process of its own). Which config wins is untouched: the timings are Triton's own.
+    A config that does not compile fails here silently and again, as Triton reports it, in the
+    benchmark. Kernels with one config, and the CPU (the interpreter), are left alone."""
+    if device.type != "cuda":
+        yield
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from triton.runtime import _async_compile
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if len(self.configs) > 1:
+            self.nargs = dict(zip(self.arg_names, args, strict=False))
+            configs = self.prune_configs(kwargs)
+            self.nargs = None
+            launch = {key: value for key, value in kwargs.items() if key != "warmup"}
+            with (
+                ThreadPoolExecutor(min(len(configs), os.cpu_count() or 1)) as pool,
+                _async_compile.AsyncCompileMode(pool, ignore_errors=True),
+            ):
+                for config in configs:
+                    with contextlib.suppress(Exception):
+                        self.fn.run(*args, warmup=True, **launch, **config.all_kwargs())
+        return original(self, *args, **kwargs)
+
+    Autotuner.run = run
+    try:
+        yield
+    finally:
+        Autotuner.run = original
 
 
 def warm_up_gemm(run: Run, draws: GemmDraws) -> None:
@@ -1789,13 +1854,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=TIMED_MIN_S,
         help=f"GPU: least duration of a figure's timed calls (default {TIMED_MIN_S:g})",
     )
+    parser.add_argument(
+        "--queue-s",
+        type=float,
+        default=QUEUE_AHEAD_S,
+        help=f"GPU: most GPU time the host queues ahead of the GPU, 0 for no bound (default {QUEUE_AHEAD_S:g})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     args = parser.parse_args(argv)
     for name in ("repeats", "iters_per_repeat"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("preroll_s", "window_s"):
+    for name in ("preroll_s", "window_s", "queue_s"):
         if not 0.0 <= getattr(args, name) <= 60.0:
             parser.error(f"--{name.replace('_', '-')} must be between 0 and 60 seconds")
     return args
@@ -1876,7 +1947,7 @@ def start_run(op: GemmOp | QuantOp, args: argparse.Namespace) -> Run | None:
             file=sys.stderr,
         )
     device = torch.device("cuda" if cuda else "cpu")
-    clock = Clock(device, args.preroll_s, args.window_s)
+    clock = Clock(device, args.preroll_s, args.window_s, args.queue_s)
     seal = Seal(device, clock, op)  # before the kernels are imported, like the clock
     kernels = load_kernels(op, cuda)
     gpu_name, peaks = device_peaks(device)

@@ -55,9 +55,20 @@ Triton's shared-memory barrier analysis adds a partition-local bar.sync before e
 (consecutive waits on one barrier array with a dynamic index); the four warps of a consumer are in
 step there anyway.
 
-Rejected (tried on this kernel's first version): keeping one wgmma in flight within a consumer while promoting the previous product
-(warpgroup_mma_wait(1) with the promotion between): ptxas then serialises every wgmma of the
-kernel (warning C7514), so the overlap has to come from the second consumer, not from within one.
+Measured (H200, `benchmarks/dev/fp8_dev.py`, do_bench, cuBLAS block scaling through F.scaled_mm in
+the same process, vendor ms / ours ms on the Llama-3.1-8B products, 2026-11-30): forward 0.86-1.04
+and dA 0.87-0.93 (the Triton kernel: 0.72-0.86 and 0.68-0.75), about 1000 TFLOP/s; dB, with
+per-column scales (Fx128 promotions), 0.52-0.60 against the Triton kernel's 0.65-0.67, so
+`kernels.gemm_fp8` sends only the products with 128x128 weight blocks here. Campaign
+fp8-blockwise-3, round 3 (that split): the blockwise step +10.2%.
+
+Rejected:
+- keeping one wgmma in flight within a consumer while promoting the previous product
+  (warpgroup_mma_wait(1) with the promotion between): ptxas then serialises every wgmma of the
+  kernel (warning C7514), so the overlap has to come from the second consumer, not from within one;
+- the consumers taking turns at the tensor cores (ping-pong: two more mbarriers, each consumer
+  issuing its product once the other has issued): 1-4% slower than consumers tied only by the ring
+  (fp8-blockwise-3 round 2, every product through Gluon, rejected at -0.8%).
 
 Gluon cannot run in Triton's interpreter, so `runs_on` is False there and on anything but sm_90.
 """

@@ -28,6 +28,8 @@ RUNS = [
     ["--kernel", "gemm"],
     ["--kernel", "grouped"],
     ["--kernel", "grouped_db"],
+    ["--kernel", "gluon_fp8"],
+    ["--kernel", "gluon_fp8", "--const", "Y_GROUP_N=1"],
 ]
 # The GPU tests' pinned tiles (conftest), compiled once for each argument a tiny test or a one-program
 # launch sets to 1, which Triton compiles as a constant 1: a stream-K candidate compiled at every
@@ -98,3 +100,28 @@ def test_the_grouped_tiles_compile_as_launched(compiled: dict[str, subprocess.Co
     bytes at 255 registers: a figure of a kernel that never runs (2026-11-30)."""
     spilled = re.findall(r"^  \d+ registers, (\d+) bytes spilled", compiled["--kernel grouped"].stdout, re.M)
     assert spilled and all(int(bytes_) == 0 for bytes_ in spilled), compiled["--kernel grouped"].stdout
+
+
+@pytest.mark.parametrize("y_group_n", ["128", "1"])
+def test_the_gluon_kernel_keeps_its_accumulator_in_registers(
+    y_group_n: str, compiled: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    """kernels/_gluon_fp8.py for every out dtype: no spills (the per-column y scales of Y_GROUP_N = 1
+    spilled 28 bytes while LLVM hoisted their 64-bit addresses), the partitions' register split
+    (setmaxnreg 232 for the consumers, 40 for the producer), shared memory under the 227 KiB a
+    block may take, and one wgmma loop per consumer that waits for its product (WAIT 0x0: never a
+    wgmma left in flight across the promotion, which makes ptxas serialise them)."""
+    run = "--kernel gluon_fp8" + ("" if y_group_n == "128" else " --const Y_GROUP_N=1")
+    stdout = compiled[run].stdout
+    lines = re.findall(
+        r"^  (\d+) registers, (\d+) bytes spilled, (\d+) B shared, setmaxnreg (.*)$", stdout, re.M
+    )
+    assert len(lines) == 3, stdout  # bf16, fp16, fp32 out
+    for _, spilled, shared, setmaxnreg in lines:
+        assert int(spilled) == 0 and int(shared) <= 227 * 1024, stdout
+        assert "inc 232" in setmaxnreg and "dec 40" in setmaxnreg, stdout
+    loops = re.findall(r"^  loop: (.*)$", stdout, re.M)
+    promotion = "Fx64" if y_group_n == "128" else "Fx128"
+    assert loops and all(
+        loop == f"MMAx4 | WAIT 0x0 | {promotion} || MMAx4 | WAIT 0x0 | {promotion}" for loop in loops
+    )

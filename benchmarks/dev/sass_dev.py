@@ -1,7 +1,7 @@
 """What the compiler made of our persistent TMA kernels, without a GPU: registers, spills, shared
 memory, and the order of the tensor-core ops, their waits and the float ops in the K loop.
 
-    python benchmarks/dev/sass_dev.py [--kernel gemm_fp8|gemm|grouped|grouped_db] [--granularity blockwise]
+    python benchmarks/dev/sass_dev.py [--kernel gemm_fp8|gemm|grouped|grouped_db|gluon_fp8] [--granularity blockwise]
         [--const Y_GROUP_N=1] [--config BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,num_warps=8,num_stages=3]
         [--one NUM_SMS,M,N,K]
 
@@ -36,6 +36,13 @@ before a WAIT that leaves the MMA in flight. Found with it (2026-11-30, triton 3
   128x128), 168 registers and no spills at 128x128 and 128x256 (213 KiB shared at 3 stages; 4
   stages of 128x256 exceed the 227 KiB). Its pass fails on a subtiled epilogue, on blockwise scales
   carried across steps (the prefetch), on the grouped kernel, and on the fp8 kernel with K = 1.
+
+--kernel gluon_fp8 is the blockwise kernel of kernels/_gluon_fp8.py (Gluon, warp-specialised by
+hand, one shape: 128x128 tiles, BLOCK_K = 128, 4 stages; --const Y_GROUP_N=1 for the dB product's
+per-column scales), compiled for each out dtype (bf16, and fp16/fp32 for gradients) from host TMA
+descriptors. Its loop line has one loop per consumer partition, joined by ` || `; the resource
+line adds the `setmaxnreg` values of the partitions (the registers ptxas reports are the launch's
+.maxnreg, which the partitions then trade).
 """
 
 from __future__ import annotations
@@ -54,13 +61,16 @@ from typing import Any
 os.environ.pop("TRITON_INTERPRET", None)  # the compiler, not the interpreter
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.backends.nvidia.compiler import get_ptxas  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.compiler.errors import CompilationError  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from triton.runtime.jit import mangle_type  # noqa: E402
 
-from kernels import gemm, gemm_fp8  # noqa: E402
+from kernels import _gluon_fp8, gemm, gemm_fp8  # noqa: E402
 from kernels import grouped_gemm as grouped  # noqa: E402
 from kernels._common import parse_config  # noqa: E402
 
@@ -117,6 +127,53 @@ def compile_config(
     )
 
 
+# The Gluon kernel's out dtypes: bf16 (the forward), fp16 and fp32 (gradients of fp16/fp32 inputs).
+GLUON_OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
+    """kernels._gluon_fp8's kernel as `matmul_blockwise` launches it: host TMA descriptors (their
+    signature taken from descriptors of CPU tensors), scale pointers and row strides marked as
+    dividing by 16 (as for the other kernels), e4m3 operands."""
+    fn = _gluon_fp8._gemm_fp8_blockwise_ws_kernel
+    operand = torch.empty(256, 256, dtype=torch.float8_e4m3fn)
+    out = torch.empty(256, 256, dtype=out_dtype)
+    block_k = [_gluon_fp8.BLOCK_M, _gluon_fp8.BLOCK_K]
+    signature = {
+        "x_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
+        "y_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
+        "out_desc": mangle_type(_gluon_fp8._descriptor(out, [_gluon_fp8.CONSUMER_ROWS, _gluon_fp8.BLOCK_N])),
+        "sx_ptr": "*fp32",
+        "sy_ptr": "*fp32",
+        "stride_sxm": "i32",
+        "stride_sym": "i32",
+    }
+    constants = {
+        "Y_GROUP_N": 128,
+        "STAGES": _gluon_fp8.STAGES,
+        "GROUP_M": _gluon_fp8.GROUP_M,
+        "PRODUCER_REGISTERS": _gluon_fp8.PRODUCER_REGISTERS,
+        "CONSUMER_REGISTERS": _gluon_fp8.CONSUMER_REGISTERS,
+        **constants,
+    }
+    unknown = sorted(set(constants) - set(fn.arg_names))
+    if unknown:
+        raise SystemExit(f"sass_dev: {', '.join(unknown)} is not a constexpr of gluon_fp8")
+    aligned = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in list(signature)[3:]}
+    signature.update(dict.fromkeys(constants, "constexpr"))
+    return triton.compile(
+        GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constants.items()}, aligned),
+        target=SM90,
+        options={"num_warps": 4, "maxnreg": _gluon_fp8.LAUNCH_REGISTERS},
+    )
+
+
+def setmaxnreg(ptx: str) -> str:
+    """The register counts the partitions set (`setmaxnreg.inc/dec`), in PTX order, each once."""
+    counts = dict.fromkeys(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
+    return ", ".join(f"{kind} {count}" for kind, count in counts)
+
+
 def resources(ptx: str) -> str:
     """ptxas -v's registers and spills line for the kernel."""
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as file:
@@ -131,9 +188,10 @@ def resources(ptx: str) -> str:
     return f"{found.group(2)} registers, {found.group(1)} bytes spilled" if found else report.strip()
 
 
-def loop_order(cubin: bytes) -> str:
+def loop_order(cubin: bytes, per_partition: bool = False) -> str:
     """The SASS of the loop that holds the MMAs, as runs of MMA / WAIT / F, from its first MMA to the
-    branch after the last."""
+    branch after the last. per_partition (a warp-specialised kernel, one MMA loop per consumer
+    partition): each loop from an MMA to the first branch after it, joined by ` || `."""
     nvdisasm = Path(get_ptxas(90).path).with_name("nvdisasm")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
@@ -154,14 +212,30 @@ def loop_order(cubin: bytes) -> str:
     mmas = [i for i, event in enumerate(events) if event == "MMA"]
     if not mmas:
         return "no MMA"
-    end = next((i for i in range(mmas[-1], len(events)) if events[i] == "BRA"), len(events))
-    runs = [(event, len(list(group))) for event, group in itertools.groupby(events[mmas[0] : end])]
+    if not per_partition:
+        spans = [(mmas[0], _branch_after(events, mmas[-1]))]
+    else:
+        spans = []
+        start = mmas[0]
+        while start < len(events):
+            end = _branch_after(events, start)
+            spans.append((start, end))
+            start = next((i for i in mmas if i > end), len(events))
+    return " || ".join(_runs(events[start:end]) for start, end in spans)
+
+
+def _branch_after(events: list[str], start: int) -> int:
+    return next((i for i in range(start, len(events)) if events[i] == "BRA"), len(events))
+
+
+def _runs(events: list[str]) -> str:
+    runs = [(event, len(list(group))) for event, group in itertools.groupby(events)]
     return " | ".join(f"{event}x{count}" if count > 1 else event for event, count in runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernel", choices=sorted(KERNELS), default="gemm_fp8")
+    parser.add_argument("--kernel", choices=sorted([*KERNELS, "gluon_fp8"]), default="gemm_fp8")
     parser.add_argument(
         "--granularity", choices=sorted(gemm_fp8._SCALING_CODE), default="blockwise", help="gemm_fp8"
     )
@@ -177,6 +251,9 @@ def main() -> None:
     constants: dict[str, Any] = {
         name: int(value) for name, _, value in (c.partition("=") for c in args.const)
     }
+    if args.kernel == "gluon_fp8":
+        main_gluon(constants)
+        return
     configs = [parse_config(args.config)] if args.config else KERNELS[args.kernel][3]()
     if args.kernel == "gemm_fp8":
         constants.setdefault("SCALING", gemm_fp8._SCALING_CODE[args.granularity])
@@ -198,6 +275,25 @@ def main() -> None:
             continue
         print(f"{name}\n  {resources(kernel.asm['ptx'])}, {kernel.metadata.shared} B shared")
         print(f"  loop: {loop_order(kernel.asm['cubin'])}")
+
+
+def main_gluon(constants: dict[str, Any]) -> None:
+    """The Gluon kernel's lines, one per out dtype, in the other kernels' format."""
+    print(f"triton {triton.__version__}, sm_90, gluon_fp8 {constants}")
+    for out_dtype in GLUON_OUT_DTYPES:
+        name = (
+            f"BLOCK_M={_gluon_fp8.BLOCK_M},BLOCK_N={_gluon_fp8.BLOCK_N},BLOCK_K={_gluon_fp8.BLOCK_K},"
+            f"GROUP_M={_gluon_fp8.GROUP_M},STAGES={_gluon_fp8.STAGES},out={str(out_dtype).split('.')[-1]},"
+            "warps=4+4+1"
+        )
+        try:
+            kernel = compile_gluon(constants, out_dtype)
+        except (RuntimeError, CompilationError) as exc:
+            print(f"{name}\n  does not compile: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            continue
+        ptx = kernel.asm["ptx"]
+        print(f"{name}\n  {resources(ptx)}, {kernel.metadata.shared} B shared, setmaxnreg {setmaxnreg(ptx)}")
+        print(f"  loop: {loop_order(kernel.asm['cubin'], per_partition=True)}")
 
 
 if __name__ == "__main__":

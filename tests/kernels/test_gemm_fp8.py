@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 import torch
 
+from kernels import _gluon_fp8, quant
 from kernels import gemm_fp8 as module
-from kernels import quant
 from kernels._common import parse_config
 from kernels.gemm_fp8 import GRAD_FP8_DTYPE, gemm_fp8
+from tests.conftest import GPU_TEST_CONFIGS
 from tests.kernels.helpers import DEVICE, gpu, snr_db
 
 # The interpreter itself warns on `range(tl.cdiv(K, BLOCK_K))` under NumPy >= 1.25; not our code.
@@ -218,6 +219,67 @@ def test_misaligned_operand_falls_back(launches: dict[str, _LaunchSpy]) -> None:
     assert launches["tma"].grids == [] and launches["pointer"].grids
 
 
+@pytest.fixture
+def gluon_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Spies on the Gluon kernel's launcher (`_matmul_triton` calls it through the module): the
+    Y_GROUP_N of each call, then the real launch."""
+    calls: list[int] = []
+    launch = _gluon_fp8.matmul_blockwise
+
+    def recorded(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(args[4])
+        return launch(*args, **kwargs)
+
+    monkeypatch.setattr(_gluon_fp8, "matmul_blockwise", recorded)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("granularity", "y_kind", "k", "pinned", "runs_on", "path"),
+    [
+        ("blockwise", "block128", 128, False, True, "gluon"),  # weight blocks: Y_GROUP_N = 128
+        ("blockwise", "blockwise", 128, False, True, "tma"),  # the dB product (Y_GROUP_N = 1): Triton
+        ("blockwise", "block128", 128, True, True, "tma"),  # a pinned tile asks for the Triton kernel
+        ("rowwise", "rowwise", 128, False, True, "tma"),  # only blockwise has a Gluon kernel
+        ("blockwise", "block128", 128, False, False, "tma"),  # not sm_90, or the interpreter
+        ("blockwise", "block128", 100, False, True, "pointer"),  # TMA cannot address 100-byte rows
+    ],
+)
+def test_blockwise_dispatch_to_gluon(
+    monkeypatch: pytest.MonkeyPatch,
+    launches: dict[str, _LaunchSpy],
+    granularity: str,
+    y_kind: str,
+    k: int,
+    pinned: bool,
+    runs_on: bool,
+    path: str,
+) -> None:
+    """Which kernel `_matmul_triton` picks, decided without running Gluon (which needs an H100/H200):
+    `runs_on` is set by hand and the Gluon launcher replaced by a recorder."""
+    calls: list[int] = []
+
+    def gluon(x: torch.Tensor, sx: torch.Tensor, y: torch.Tensor, sy: torch.Tensor, y_group_n: int,
+              out: torch.Tensor, num_sms: int | None = None) -> torch.Tensor:  # fmt: skip
+        calls.append(y_group_n)
+        return out.zero_()
+
+    monkeypatch.setattr(_gluon_fp8, "runs_on", lambda device: runs_on)
+    monkeypatch.setattr(_gluon_fp8, "matmul_blockwise", gluon)
+    if pinned:
+        monkeypatch.setenv(module.CONFIG_ENV, GPU_TEST_CONFIGS[module.CONFIG_ENV])
+    else:
+        monkeypatch.delenv(module.CONFIG_ENV, raising=False)
+    x, sx = quant._quantize_torch(
+        torch.randn(64, k, device=DEVICE), module._X_KIND[granularity], torch.float8_e4m3fn
+    )
+    y, sy = quant._quantize_torch(torch.randn(64, k, device=DEVICE), y_kind, torch.float8_e4m3fn)
+    y_group_n = quant.BLOCK if y_kind == "block128" else 1
+    module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.bfloat16)
+    assert calls == ([y_group_n] if path == "gluon" else [])
+    assert [name for name, spy in launches.items() if spy.grids] == ([] if path == "gluon" else [path])
+
+
 @pytest.mark.parametrize("granularity", GRANULARITIES)
 def test_kernel_takes_e5m2_gradients(granularity: str) -> None:
     """The backward's e5m2 x e4m3 product (tensorwise dA) is exact too."""
@@ -362,6 +424,58 @@ def test_gpu_backends_agree(
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     _assert_backends_agree(monkeypatch, a, b, granularity, floor_db=35.0)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize(
+    ("m", "n", "k"),
+    [
+        (2048, 4096, 1024),  # training-size tiles: every program walks several tiles
+        (1000, 1040, 1040),  # partial tiles and a partial last K block; dB (reduction M = 1000) is not TMA
+        (64, 256, 256),  # one 64-row slice: consumer 1's rows are all past M
+    ],
+)
+def test_gpu_gluon_blockwise(
+    monkeypatch: pytest.MonkeyPatch,
+    launches: dict[str, _LaunchSpy],
+    gluon_calls: list[int],
+    m: int,
+    n: int,
+    k: int,
+) -> None:
+    """The Gluon kernel against the Triton TMA kernel (pinned) on the same quantised operands, both y
+    scale layouts (128x128 blocks through the unpinned dispatch; 1x128, which the dispatch leaves to
+    the Triton kernel, through the launcher directly), fp32 and bf16 out: the same fp8 products
+    summed in another order (>= 50 dB); fp32 out also against the exact dequantised product. Then the
+    whole blockwise forward and backward against the torch backend (>= 35 dB, as
+    test_gpu_backends_agree), out and dA through Gluon, dB through the Triton kernel."""
+    if not _gluon_fp8.runs_on(torch.device("cuda")):
+        pytest.skip("the Gluon kernel runs on sm_90 (H100/H200) only")
+    monkeypatch.delenv(module.CONFIG_ENV, raising=False)
+    for y_kind, y_group_n in (("block128", quant.BLOCK), ("blockwise", 1)):
+        x, sx = quant.quantize(torch.randn(m, k, device="cuda"), "blockwise", torch.float8_e4m3fn)
+        y, sy = quant.quantize(torch.randn(n, k, device="cuda"), y_kind, torch.float8_e4m3fn)
+        for out_dtype in (torch.float32, torch.bfloat16):
+            if y_group_n == quant.BLOCK:
+                got = module._matmul_triton(x, sx, y, sy, "blockwise", y_group_n, out_dtype)
+            else:
+                out = torch.empty(m, n, device="cuda", dtype=out_dtype)
+                got = _gluon_fp8.matmul_blockwise(x, sx, y, sy, y_group_n, out)
+            monkeypatch.setenv(module.CONFIG_ENV, GPU_TEST_CONFIGS[module.CONFIG_ENV])
+            want = module._matmul_triton(x, sx, y, sy, "blockwise", y_group_n, out_dtype)
+            monkeypatch.delenv(module.CONFIG_ENV)
+            assert got.dtype == out_dtype and snr_db(want, got) >= 50.0
+            if out_dtype == torch.float32:
+                exact = _dequantised64(x, sx, "blockwise") @ _dequantised64(y, sy, y_kind).t()
+                _assert_close_to_exact(got, exact)
+    assert gluon_calls == [quant.BLOCK, quant.BLOCK, 1, 1] and len(launches["tma"].grids) == 4
+
+    gluon_calls.clear()
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    _assert_backends_agree(monkeypatch, a, b, "blockwise", floor_db=35.0)
+    assert gluon_calls == [quant.BLOCK, quant.BLOCK]
 
 
 @pytest.mark.gpu

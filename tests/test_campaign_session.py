@@ -15,7 +15,7 @@ SCRIPT = REPO_ROOT / "benchmarks" / "campaign_session.sh"
 PLAN = """
 lane0() {
   gc --help
-  timed first sleep 3
+  timed first sh -c 'for i in $(seq 600); do [ -e "$LANE_LOG/../../release" ] && break; sleep 0.1; done'
   timed second sh -c 'echo "lane 0 was here" >"$LANE_LOG/own.txt"; echo printed'
   timed scratch sh -c 'c="$LANE_LOG/demo/.git/campaign/triton-cache"; mkdir -p "$c"; echo kernel >"$c/k.cubin"'
   from_tree tree xfer/main sh -c 'ls gitcampaign/cli.py; echo "${PYTHONPATH%%:*}"'
@@ -87,8 +87,10 @@ def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> N
     root.mkdir()
     first = run(str(tmp_path / "plan.sh"), str(tmp_path / "out1"), root=root, call_s=0, cwd=repo)
     assert first.returncode == 0, first.stderr
-    assert "still running" in first.stdout and "--attach" in first.stdout  # returned with lane 0 busy
+    # returned with lane 0 busy: its first step waits for the file made here (at most a minute)
+    assert "still running" in first.stdout and "--attach" in first.stdout
     assert {"lane0.tgz", "lane1.tgz"} <= {path.name for path in (tmp_path / "out1").iterdir()}
+    (root / "release").touch()
 
     # waits for them (as long as they take: on a loaded 2-core machine that has passed a minute)
     second = run("--attach", str(tmp_path / "out2"), root=root, call_s=300, cwd=repo)
@@ -100,7 +102,7 @@ def test_lanes_outlast_the_command_and_attach_collects_them(tmp_path: Path) -> N
     assert not [name for name in lane0 if "triton-cache" in name]  # a scratch repo's caches stay behind
     assert "Usage: " in lane0["log/1.out"]  # `gc`: the tool, run from main's copy in the lane's clone
     steps = lane0["log/steps.txt"]
-    assert "first: sleep 3" in steps and "first exit 0" in steps and "second exit 0" in steps
+    assert "first: sh -c for i" in steps and "first exit 0" in steps and "second exit 0" in steps
     assert "only exit 0" in members(tmp_path / "out2" / "lane1.tgz")["log/steps.txt"]
     # from_tree: the command ran in a copy of the branch's tree, that copy first on PYTHONPATH
     assert lane0["log/tree.txt"] == f"gitcampaign/cli.py\n{root}/campaign-lane0/trees/tree\n"

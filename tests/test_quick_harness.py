@@ -523,12 +523,13 @@ class FakeKernel:
 
 def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> None:
     """On a GPU the first call of a shape compiles all of an autotuned kernel's configs at once, then
-    Triton times them as it always does: the same winner, from Triton's own timings; elsewhere, and
-    once the first call is done, the autotuner is Triton's own."""
+    Triton times them as it always does: the same winner, from Triton's own timings. A key whose
+    tuning is known compiles nothing more; elsewhere, and once the first call is done, the autotuner
+    is Triton's own."""
     from triton import Config
     from triton.runtime.autotuner import Autotuner
 
-    original = Autotuner.run
+    original = Autotuner._bench
     fake = FakeKernel()
     timings = {1: 3.0, 2: 1.0, 3: 2.0}  # ms a call, by config: 2 wins
 
@@ -538,14 +539,17 @@ def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> 
 
     tuner = Autotuner(fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None, do_bench=bench)
     with qtb.configs_compiled_together(torch.device("cuda")):
-        assert Autotuner.run is not original
+        assert Autotuner._bench is not original
         tuner.run(7, grid=(1,), warmup=False)
-    assert Autotuner.run is original
-    compiled, timed = fake.runs[:3], fake.runs[3:]
-    assert sorted(compiled) == [(1, True), (2, True), (3, True)]
-    assert timed == [(1, False), (2, False), (3, False), (2, False)]  # benchmarked, then launched with 2
+        compiled, timed = fake.runs[:3], fake.runs[3:]
+        assert sorted(compiled) == [(1, True), (2, True), (3, True)]
+        assert timed == [(1, False), (2, False), (3, False), (2, False)]  # benchmarked, then launched with 2
+        fake.runs.clear()
+        tuner.run(7, grid=(1,), warmup=False)  # the key's tuning is known: nothing compiled, 2 launched
+        assert fake.runs == [(2, False)]
+    assert Autotuner._bench is original
     with qtb.configs_compiled_together(torch.device("cpu")):
-        assert Autotuner.run is original
+        assert Autotuner._bench is original
 
 
 def test_the_host_stays_at_most_queue_s_ahead() -> None:

@@ -1572,7 +1572,9 @@ def configs_compiled_together(device: Any) -> Iterator[None]:
     idle. Part of a compile holds the GIL (Python builds the IR), the rest does not (the MLIR passes,
     ptxas in a process of its own). Which config wins is untouched: the timings are Triton's own.
     A config that does not compile fails here silently and again, as Triton reports it, in the
-    benchmark. Kernels with one config, and the CPU (the interpreter), are left alone."""
+    benchmark. The compiling hooks the autotuner's timing of a key's first config, so a key whose
+    tuning is known (in memory, or in the autotune results a validation keeps on disk) compiles only
+    the config it launches. Kernels with one config, and the CPU (the interpreter), are left alone."""
     if device.type != "cuda":
         yield
         return
@@ -1581,28 +1583,26 @@ def configs_compiled_together(device: Any) -> Iterator[None]:
     from triton.runtime import _async_compile
     from triton.runtime.autotuner import Autotuner
 
-    original = Autotuner.run
+    original = Autotuner._bench
 
-    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if len(self.configs) > 1:
-            self.nargs = dict(zip(self.arg_names, args, strict=False))
-            configs = self.prune_configs(kwargs)
-            self.nargs = None
-            launch = {key: value for key, value in kwargs.items() if key != "warmup"}
+    def bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
+        configs = self.prune_configs(meta)  # what Autotuner.run is timing, in its order
+        if config is configs[0]:
+            launch = {key: value for key, value in meta.items() if key != "warmup"}
             with (
                 ThreadPoolExecutor(min(len(configs), os.cpu_count() or 1)) as pool,
                 _async_compile.AsyncCompileMode(pool, ignore_errors=True),
             ):
-                for config in configs:
+                for each in configs:
                     with contextlib.suppress(Exception):
-                        self.fn.run(*args, warmup=True, **launch, **config.all_kwargs())
-        return original(self, *args, **kwargs)
+                        self.fn.run(*args, warmup=True, **launch, **each.all_kwargs())
+        return original(self, *args, config=config, **meta)
 
-    Autotuner.run = run
+    Autotuner._bench = bench
     try:
         yield
     finally:
-        Autotuner.run = original
+        Autotuner._bench = original
 
 
 def warm_up_gemm(run: Run, draws: GemmDraws) -> None:

@@ -77,20 +77,16 @@ def harness_copy(op: str, backend: str) -> Path:
     return path
 
 
-# Blockwise fp8 cannot take the 128x256 pin without spilling (kernels/gemm_fp8.py, _TMA_TILES): its
-# tuner chooses among 128x128 and one-warpgroup tiles, so the gate times the 128x128 one.
-OP_PINS = {
-    "gemm_fp8_blockwise": {
-        "KERNELS_GEMM_FP8_CONFIG": (
-            "BLOCK_M=128,BLOCK_N=128,BLOCK_K=128,GROUP_M=8,EPILOGUE_SUBTILE=1,OCCUPANCY=1,num_warps=8,num_stages=3"
-        )
-    }
-}
+# Blockwise fp8 goes to the Gluon kernel (kernels/_gluon_fp8.py: one tile, no tuner) unless a tile is
+# pinned, which would time the Triton kernel instead: the gate times it unpinned, as training runs it.
+OP_UNPINNED = {"gemm_fp8_blockwise": ("KERNELS_GEMM_FP8_CONFIG",)}
 
 
 def child_env(op: str = "gemm") -> dict[str, str]:
-    pins = {**PINNED, **OP_PINS.get(op, {})}
-    return {**os.environ, **pins, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    unpinned = OP_UNPINNED.get(op, ())
+    env = {name: value for name, value in os.environ.items() if name not in unpinned}
+    pins = {name: value for name, value in PINNED.items() if name not in unpinned}
+    return {**env, **pins, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
 def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:

@@ -38,7 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from gate_check import OP_PINS, PICK, PINNED, PRESETS, harness_copy  # noqa: E402
+from gate_check import PICK, PRESETS, child_env, harness_copy  # noqa: E402
 
 from gitcampaign.crosscheck import harness_figures, independent, load_harness  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
@@ -64,7 +64,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("agreement_dev: needs a CUDA GPU, and none is visible")
-    os.environ.update({**PINNED, **OP_PINS.get(args.op, {})})
+    env = child_env(args.op)
+    os.environ.clear()
+    os.environ.update(env)
     args.out.mkdir(parents=True, exist_ok=True)
     entry = preset(PRESETS[args.op])[PICK[PRESETS[args.op]][args.pick]]
     shapes_file = args.out / "shape.yaml"

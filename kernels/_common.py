@@ -38,14 +38,19 @@ def parse_config(text: str, source: str = "config") -> triton.Config:
     return triton.Config(meta, **launch)
 
 
+def pinned(pin_env: str) -> str:
+    """The config pinned in the environment variable `pin_env`, or "" when none is."""
+    return os.environ.get(pin_env, "").strip()
+
+
 def pick_configs(
     configs: list[triton.Config], cpu_config: triton.Config, pin_env: str
 ) -> list[triton.Config]:
     """The autotune list to use: the one config pinned in `pin_env` (reproducible benchmarks and
     tests), else the CPU config in the interpreter (autotuning cannot time there), else all."""
-    pinned = os.environ.get(pin_env, "").strip()
-    if pinned:
-        return [parse_config(pinned, pin_env)]
+    pinned_config = pinned(pin_env)
+    if pinned_config:
+        return [parse_config(pinned_config, pin_env)]
     if interpreting():
         return [cpu_config]
     return configs

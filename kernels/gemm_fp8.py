@@ -43,10 +43,12 @@ Tensorwise/rowwise accumulate in the tensor cores and scale once in the epilogue
 dot times sx[:, k] * sy[k] into the fp32 accumulator, sy being one scalar per tile and step for
 128x128 weight blocks (BLOCK_N <= 128) and per column for 1x128 blocks; the next step's scales load
 ahead of the dot's wait where registers allow.
-Blockwise with 128x128 weight blocks (forward, dA) on an H100/H200 (sm_90) goes instead to
-`kernels._gluon_fp8` (same operands and grid order, unless a tile is pinned in KERNELS_GEMM_FP8_CONFIG): a Gluon kernel warp-specialised by hand
+Blockwise on an H100/H200 (sm_90) goes instead to `kernels._gluon_fp8` (same operands and grid
+order, unless a tile is pinned in KERNELS_GEMM_FP8_CONFIG): a Gluon kernel warp-specialised by hand
 into a TMA producer and two 64-row consumers tied only by mbarriers, so that one promotes while the
-other's product runs on the tensor cores.
+other's product runs on the tensor cores. It takes the 128x128 weight blocks (forward, dA) and the
+dB product's 1x128 blocks where X's and Y's row counts are multiples of 4 (its TMA loads of the
+scales' kb-major copies need 16-byte row pitches).
 `_gemm_fp8_kernel` (the fallback for anything else): one program per BLOCK_M x BLOCK_N output tile,
 a 1-D launch of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs in the same grouped order.
 
@@ -69,7 +71,6 @@ matmul. `reference_kind(granularity)` says which one runs.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 import torch
@@ -81,6 +82,7 @@ from kernels._common import (
     TMA_ONLY_KEYS,
     backend,
     pick_configs,
+    pinned,
     tile_pid,
     tma_addressable,
     tma_config,
@@ -428,13 +430,14 @@ def _matmul_triton(
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
     scaling = _SCALING_CODE[granularity]
     if tma_supported(x.device) and all(tma_addressable(t, 1) for t in (x, y, out)):
-        # Gluon takes the products with 128x128 weight blocks (forward, dA), not dB's per-column
-        # scales: there it ran at 0.52-0.60 of cuBLAS against the Triton kernel's 0.65-0.71 (H200).
+        # Gluon takes the products with 128x128 weight blocks (forward, dA) and dB's per-column
+        # scales, which it loads by TMA from kb-major copies: their rows' 16-byte pitch needs the
+        # row counts of X and Y to be multiples of 4 floats.
         if (
             granularity == "blockwise"
-            and y_group_n % _gluon_fp8.BLOCK_N == 0
+            and (y_group_n % _gluon_fp8.BLOCK_N == 0 or (y_group_n == 1 and m % 4 == 0 and n % 4 == 0))
             and _gluon_fp8.runs_on(x.device)
-            and not os.environ.get(CONFIG_ENV, "").strip()
+            and not pinned(CONFIG_ENV)
         ):
             return _gluon_fp8.matmul_blockwise(x, sx, y, sy, y_group_n, out, num_sms)
         use_tma_scratch(x.device)

@@ -133,21 +133,13 @@ GLUON_OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
     """kernels._gluon_fp8's kernel as `matmul_blockwise` launches it: host TMA descriptors (their
-    signature taken from descriptors of CPU tensors), scale pointers and row strides marked as
-    dividing by 16 (as for the other kernels), e4m3 operands."""
+    signature taken from descriptors of CPU tensors), the scales as pointers (Y_GROUP_N = 128) or as
+    descriptors of their kb-major copies (Y_GROUP_N = 1), pointers and row strides marked as dividing
+    by 16 (as for the other kernels), e4m3 operands."""
     fn = _gluon_fp8._gemm_fp8_blockwise_ws_kernel
     operand = torch.empty(256, 256, dtype=torch.float8_e4m3fn)
     out = torch.empty(256, 256, dtype=out_dtype)
     block_k = [_gluon_fp8.BLOCK_M, _gluon_fp8.BLOCK_K]
-    signature = {
-        "x_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
-        "y_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
-        "out_desc": mangle_type(_gluon_fp8._descriptor(out, [_gluon_fp8.CONSUMER_ROWS, _gluon_fp8.BLOCK_N])),
-        "sx_ptr": "*fp32",
-        "sy_ptr": "*fp32",
-        "stride_sxm": "i32",
-        "stride_sym": "i32",
-    }
     constants = {
         "Y_GROUP_N": 128,
         "STAGES": _gluon_fp8.STAGES,
@@ -159,7 +151,27 @@ def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
     unknown = sorted(set(constants) - set(fn.arg_names))
     if unknown:
         raise SystemExit(f"sass_dev: {', '.join(unknown)} is not a constexpr of gluon_fp8")
-    aligned = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in list(signature)[3:]}
+    if constants["Y_GROUP_N"] == 1:
+        copy = _gluon_fp8._kb_major(torch.empty(256, 2))
+        scales = {
+            "sx": mangle_type(_gluon_fp8._descriptor(copy, [1, _gluon_fp8.BLOCK_M])),
+            "sy": mangle_type(_gluon_fp8._descriptor(copy, [1, _gluon_fp8.BLOCK_N])),
+        }
+    else:
+        scales = {"sx": "*fp32", "sy": "*fp32"}
+    signature = {
+        "x_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
+        "y_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
+        "out_desc": mangle_type(_gluon_fp8._descriptor(out, [_gluon_fp8.CONSUMER_ROWS, _gluon_fp8.BLOCK_N])),
+        **scales,
+        "stride_sxm": "i32",
+        "stride_sym": "i32",
+    }
+    aligned = {
+        (fn.arg_names.index(name),): [["tt.divisibility", 16]]
+        for name, kind in list(signature.items())[3:]
+        if not kind.startswith("tensordesc")
+    }
     signature.update(dict.fromkeys(constants, "constexpr"))
     return triton.compile(
         GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constants.items()}, aligned),

@@ -235,14 +235,15 @@ def gluon_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    ("granularity", "y_kind", "k", "pinned", "runs_on", "path"),
+    ("granularity", "y_kind", "m", "k", "pinned", "runs_on", "path"),
     [
-        ("blockwise", "block128", 128, False, True, "gluon"),  # weight blocks: Y_GROUP_N = 128
-        ("blockwise", "blockwise", 128, False, True, "tma"),  # the dB product (Y_GROUP_N = 1): Triton
-        ("blockwise", "block128", 128, True, True, "tma"),  # a pinned tile asks for the Triton kernel
-        ("rowwise", "rowwise", 128, False, True, "tma"),  # only blockwise has a Gluon kernel
-        ("blockwise", "block128", 128, False, False, "tma"),  # not sm_90, or the interpreter
-        ("blockwise", "block128", 100, False, True, "pointer"),  # TMA cannot address 100-byte rows
+        ("blockwise", "block128", 64, 128, False, True, "gluon"),  # weight blocks: Y_GROUP_N = 128
+        ("blockwise", "blockwise", 64, 128, False, True, "gluon"),  # the dB product (Y_GROUP_N = 1)
+        ("blockwise", "blockwise", 66, 128, False, True, "tma"),  # dB, X's scale rows not 16-byte pitched
+        ("blockwise", "block128", 64, 128, True, True, "tma"),  # a pinned tile asks for the Triton kernel
+        ("rowwise", "rowwise", 64, 128, False, True, "tma"),  # only blockwise has a Gluon kernel
+        ("blockwise", "block128", 64, 128, False, False, "tma"),  # not sm_90, or the interpreter
+        ("blockwise", "block128", 64, 100, False, True, "pointer"),  # TMA cannot address 100-byte rows
     ],
 )
 def test_blockwise_dispatch_to_gluon(
@@ -250,6 +251,7 @@ def test_blockwise_dispatch_to_gluon(
     launches: dict[str, _LaunchSpy],
     granularity: str,
     y_kind: str,
+    m: int,
     k: int,
     pinned: bool,
     runs_on: bool,
@@ -271,13 +273,22 @@ def test_blockwise_dispatch_to_gluon(
     else:
         monkeypatch.delenv(module.CONFIG_ENV, raising=False)
     x, sx = quant._quantize_torch(
-        torch.randn(64, k, device=DEVICE), module._X_KIND[granularity], torch.float8_e4m3fn
+        torch.randn(m, k, device=DEVICE), module._X_KIND[granularity], torch.float8_e4m3fn
     )
     y, sy = quant._quantize_torch(torch.randn(64, k, device=DEVICE), y_kind, torch.float8_e4m3fn)
     y_group_n = quant.BLOCK if y_kind == "block128" else 1
     module._matmul_triton(x, sx, y, sy, granularity, y_group_n, torch.bfloat16)
     assert calls == ([y_group_n] if path == "gluon" else [])
     assert [name for name, spy in launches.items() if spy.grids] == ([] if path == "gluon" else [path])
+
+
+@pytest.mark.parametrize(("rows", "kb"), [(256, 1), (64, 2), (1000, 9)])
+def test_kb_major_scale_copies_have_row_pitches(rows: int, kb: int) -> None:
+    """The Gluon kernel's TMA loads of dB's scales need each K block's row `rows` floats apart, even
+    for one K block (`.t().contiguous()` leaves a one-row tensor's stride at 1, refused by TMA)."""
+    scales = torch.rand(rows, kb, device=DEVICE)
+    copy = _gluon_fp8._kb_major(scales)
+    assert copy.stride() == (rows, 1) and torch.equal(copy, scales.t())
 
 
 @pytest.mark.parametrize("granularity", GRANULARITIES)
@@ -444,12 +455,11 @@ def test_gpu_gluon_blockwise(
     n: int,
     k: int,
 ) -> None:
-    """The Gluon kernel against the Triton TMA kernel (pinned) on the same quantised operands, both y
-    scale layouts (128x128 blocks through the unpinned dispatch; 1x128, which the dispatch leaves to
-    the Triton kernel, through the launcher directly), fp32 and bf16 out: the same fp8 products
-    summed in another order (>= 50 dB); fp32 out also against the exact dequantised product. Then the
-    whole blockwise forward and backward against the torch backend (>= 35 dB, as
-    test_gpu_backends_agree), out and dA through Gluon, dB through the Triton kernel."""
+    """The Gluon kernel (through the unpinned dispatch) against the Triton TMA kernel (pinned) on the
+    same quantised operands, both y scale layouts (128x128 blocks; 1x128, dB's), fp32 and bf16 out:
+    the same fp8 products summed in another order (>= 50 dB); fp32 out also against the exact
+    dequantised product. Then the whole blockwise forward and backward against the torch backend
+    (>= 35 dB, as test_gpu_backends_agree), every product through Gluon where TMA can address it."""
     if not _gluon_fp8.runs_on(torch.device("cuda")):
         pytest.skip("the Gluon kernel runs on sm_90 (H100/H200) only")
     monkeypatch.delenv(module.CONFIG_ENV, raising=False)
@@ -457,11 +467,7 @@ def test_gpu_gluon_blockwise(
         x, sx = quant.quantize(torch.randn(m, k, device="cuda"), "blockwise", torch.float8_e4m3fn)
         y, sy = quant.quantize(torch.randn(n, k, device="cuda"), y_kind, torch.float8_e4m3fn)
         for out_dtype in (torch.float32, torch.bfloat16):
-            if y_group_n == quant.BLOCK:
-                got = module._matmul_triton(x, sx, y, sy, "blockwise", y_group_n, out_dtype)
-            else:
-                out = torch.empty(m, n, device="cuda", dtype=out_dtype)
-                got = _gluon_fp8.matmul_blockwise(x, sx, y, sy, y_group_n, out)
+            got = module._matmul_triton(x, sx, y, sy, "blockwise", y_group_n, out_dtype)
             monkeypatch.setenv(module.CONFIG_ENV, GPU_TEST_CONFIGS[module.CONFIG_ENV])
             want = module._matmul_triton(x, sx, y, sy, "blockwise", y_group_n, out_dtype)
             monkeypatch.delenv(module.CONFIG_ENV)
@@ -475,7 +481,8 @@ def test_gpu_gluon_blockwise(
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     _assert_backends_agree(monkeypatch, a, b, "blockwise", floor_db=35.0)
-    assert gluon_calls == [quant.BLOCK, quant.BLOCK]
+    # dB reduces over M: 1000 fp8 bytes a row is no TMA pitch, so that product stays on the pointer kernel.
+    assert gluon_calls == [quant.BLOCK, quant.BLOCK] + ([] if m % 16 else [1])
 
 
 @pytest.mark.gpu

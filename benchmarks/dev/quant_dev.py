@@ -1,6 +1,7 @@
 """GPU check and timing of kernels.quant against the torch reference and a device copy (bf16 inputs).
 
     python benchmarks/dev/quant_dev.py [--quick]
+    python benchmarks/dev/quant_dev.py --split-variants FILE
 
 For 8192x4096, 8192x14336 and 32768x4096 and each granularity (tensorwise, rowwise, blockwise,
 block128, and rowwise on a transposed view, `rowwise.T`: what the fp8 GEMM's backward quantises for
@@ -21,6 +22,10 @@ a.T, b.T and dOut.T), e4m3 codes:
    raised;
 5. the config the autotuner picked for each shape.
 Run it on two trees (a candidate's and main's) for an A/B.
+--split-variants FILE times only rowwise on the transposed views the rowwise fp8 GEMM's backward
+quantises (a.T, b.T, dOut.T of the Llama-3.1-8B layers), ring clock, for each (SPLIT_CHUNKS,
+SPLIT_STAGES) of the strided split (stages only where the tree's amax loop takes them), checks each
+bit for bit, and writes the fastest exact one in total to FILE as `CHUNKS-STAGES`.
 
 Bytes = x read + codes written + scales written (the harness's bytes_moved). Everything goes to
 stdout; the whole run took 21 s on an H200, start-up included (2026-11-30; --quick: one shape).
@@ -246,9 +251,52 @@ def bench_configs(rows: int, cols: int, inputs: list[torch.Tensor], copy_gbs_rin
             setattr(quant, attribute, original)
 
 
+# The transposed views the rowwise fp8 GEMM's backward quantises (a.T, b.T, dOut.T of each
+# Llama-3.1-8B layer at M = 8192), as the contiguous tensors they are views of.
+BACKWARD_VIEWS = [
+    (8192, 4096), (6144, 4096), (8192, 6144),  # qkv
+    (8192, 4096), (4096, 4096), (8192, 4096),  # o
+    (8192, 4096), (28672, 4096), (8192, 28672),  # gate_up
+    (8192, 14336), (4096, 14336), (8192, 4096),  # down
+]  # fmt: skip
+SPLIT_VARIANTS = [(8, 1), (8, 3), (4, 1), (4, 3), (2, 1), (1, 1)]  # (SPLIT_CHUNKS, SPLIT_STAGES)
+
+
+def bench_split_variants(out: Path, l2_bytes: int) -> None:
+    """Ring ms of rowwise on each backward view, per (SPLIT_CHUNKS, SPLIT_STAGES) of the strided
+    split, checked bit for bit against the reference; writes the fastest in total as `CHUNKS-STAGES`."""
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    pipelined = "STAGES" in quant._row_amax_partials_kernel.arg_names  # a tree whose loop takes it
+    variants = [(chunks, stages) for chunks, stages in SPLIT_VARIANTS if pipelined or stages == 1]
+    totals = dict.fromkeys(variants, 0.0)
+    print("rowwise of x.T, ring us per variant (SPLIT_CHUNKS, SPLIT_STAGES):", *variants)
+    for rows, cols in BACKWARD_VIEWS:
+        ring_len = max(2, math.ceil(L2_MULTIPLE * l2_bytes / (rows * cols * 2)))
+        inputs = [harness_input(rows, cols, generator) for _ in range(ring_len)]
+        cells = []
+        for chunks, stages in variants:
+            quant.SPLIT_CHUNKS, quant.SPLIT_STAGES = chunks, stages
+            check = mismatch(
+                quantize_e4m3(inputs[0].t(), "rowwise"), reference_quantize(inputs[0].t(), "rowwise")
+            )
+            ms = ring_ms(lambda x: quantize_e4m3(x.t(), "rowwise"), inputs, replays=3)
+            exact = check.startswith("0/") and " 0/" in check
+            totals[(chunks, stages)] += ms if exact else math.inf  # never the pick
+            cells.append(f"{ms * 1e3:7.1f}" + ("" if exact else f" MISMATCH {check}"))
+        print(f"  {rows}x{cols}.T " + " ".join(cells), flush=True)
+        inputs.clear()
+        torch.cuda.empty_cache()
+    best = min(totals, key=totals.__getitem__)
+    print("  total   " + " ".join(f"{ms * 1e3:7.1f}" for ms in totals.values()), f"-> best {best}")
+    out.write_text(f"{best[0]}-{best[1]}\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="8192x4096 only")
+    parser.add_argument(
+        "--split-variants", type=Path, metavar="FILE", help="only time the strided rowwise split's variants"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("quant_dev: needs a CUDA GPU")
@@ -260,6 +308,9 @@ def main() -> None:
         f"torch {torch.__version__}, triton {triton.__version__}, "
         f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
     )
+    if args.split_variants:
+        bench_split_variants(args.split_variants, l2_bytes)
+        return
     generator = torch.Generator(device="cuda").manual_seed(0)
     summary: list[str] = []
     for rows, cols in SHAPES[:1] if args.quick else SHAPES:

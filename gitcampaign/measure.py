@@ -89,8 +89,8 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     One cache directory per content of the tree outside `campaigns/` (whose manifest and report are
     bookkeeping, not code): the processes of one side of a validation, and the incumbent across
     validations, reuse what the first compiled and tuned, while a candidate that changed any file
-    gets a directory of its own, never the incumbent's tuning (validate seeds it with the
-    incumbent's compiled kernels only: seed_triton_cache). Triton's own keys (the
+    gets a directory of its own, never the incumbent's tuning (each side's runs start with the other
+    side's compiled kernels only: seed_triton_cache). Triton's own keys (the
     @triton.jit source, the config list, the tuning key) would miss a change outside the jitted
     function, such as a launcher's grid or a heuristic, and reuse timings that no longer hold.
     """
@@ -107,6 +107,13 @@ def triton_cache_env(worktree: Path) -> dict[str, str]:
     key = hashlib.sha256(repr(sorted(code.items())).encode()).hexdigest()[:40]
     cache = g.common_dir(repo).resolve() / "campaign" / "triton-cache" / key
     return {"TRITON_CACHE_DIR": str(cache), "TRITON_CACHE_AUTOTUNING": "1"}
+
+
+def compiled_env(worktree: Path) -> dict[str, str]:
+    """The tree's Triton cache for a step that runs its kernels without timing them for keeps (the
+    tests, before the measurement): what it compiles spares the tree's first measured process those
+    compiles, and no autotune result timed under a parallel test run is kept."""
+    return {**triton_cache_env(worktree), "TRITON_CACHE_AUTOTUNING": "0"}
 
 
 def bytecode_env(worktree: Path) -> dict[str, str]:
@@ -134,20 +141,21 @@ def _torch_lacks_bytecode() -> bool:
     return not Path(importlib.util.cache_from_source(spec.origin)).exists()
 
 
-def seed_triton_cache(incumbent: Path, candidate: Path) -> int:
-    """Start the candidate tree's Triton cache with the incumbent's compiled kernels, never with its
-    autotune results; returns how many kernels were added.
+def seed_triton_cache(source_tree: Path, target_tree: Path) -> int:
+    """Add the compiled kernels of `source_tree`'s Triton cache to `target_tree`'s, never its
+    autotune results; returns how many kernels were added. Before each run of a measurement, a side
+    takes the other side's (interleaved), so a kernel is compiled once per validation.
 
     Triton keys a compiled kernel on its jitted source (with the jitted functions it calls), its
-    specialisation and its compile options, so a kernel the round changed finds none of these
-    entries and is compiled afresh, while the kernels it left alone skip compilation in the
-    candidate's first process. An autotune result (`*.autotune.json`) is keyed on less (see
-    triton_cache_env): those entries stay behind, and every kernel is tuned again on the candidate's
-    code. Entries are hard links where the file system allows (Triton replaces files, never writes
-    into them), each entry copied under a temporary name and renamed, so a reader never sees half.
+    specialisation and its compile options, so a kernel the round changed finds none of the other
+    side's entries and is compiled afresh, while the kernels it left alone skip compilation in the
+    first process of whichever side runs second. An autotune result (`*.autotune.json`) is keyed
+    on less (see triton_cache_env): those entries stay behind, and each side tunes on its own code.
+    Entries are hard links where the file system allows (Triton replaces files, never writes into
+    them), each entry copied under a temporary name and renamed, so a reader never sees half.
     """
-    source = Path(triton_cache_env(incumbent)["TRITON_CACHE_DIR"])
-    target = Path(triton_cache_env(candidate)["TRITON_CACHE_DIR"])
+    source = Path(triton_cache_env(source_tree)["TRITON_CACHE_DIR"])
+    target = Path(triton_cache_env(target_tree)["TRITON_CACHE_DIR"])
     if source == target or not source.is_dir():
         return 0
     target.mkdir(parents=True, exist_ok=True)
@@ -388,6 +396,9 @@ def interleaved(
         order = (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE)
         tables: dict[str, BenchTable] = {}
         for role in order:
+            other = INCUMBENT if role == CANDIDATE else CANDIDATE
+            if other in worktrees:  # the kernels the round left alone, compiled by either side first
+                seed_triton_cache(worktrees[other], worktrees[role])
             tables[role] = run_quick(
                 worktrees[role],
                 job,

@@ -41,7 +41,7 @@ from gitcampaign import envinfo
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT, run_logged, tail, worktrees
+from gitcampaign.measure import CANDIDATE, INCUMBENT, compiled_env, run_logged, tail, worktrees
 
 TAIL_LINES = 40
 ERROR_LINES = 10
@@ -91,12 +91,14 @@ class Step:
         return [f"{self.what} failed ({code}, {self.seconds:.1f} s): {self.command}", *shown]
 
 
-def run_step(what: str, command: str, tree: Path, log_path: Path, timeout_s: float) -> Step:
+def run_step(
+    what: str, command: str, tree: Path, log_path: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> Step:
     """Run one step with its output in `log_path`, which ends with the step's time and exit code."""
     started = time.monotonic()
     code: int | None
     try:
-        code = run_logged(command, tree, log_path, timeout_s, what, build_env(tree))
+        code = run_logged(command, tree, log_path, timeout_s, what, {**build_env(tree), **(env or {})})
         problem = ""
     except CampaignError as exc:  # run_logged stopped a hang: the step failed, its log stays
         code, problem = None, exc.message
@@ -414,9 +416,10 @@ def build_all(
 
 
 def run_tests(manifest: Manifest, tree: Path, log_path: Path, timeout_s: float) -> Step | None:
-    return (
-        run_step("tests", manifest.test_command, tree, log_path, timeout_s) if manifest.test_command else None
-    )
+    """The tree's tests, compiling into the Triton cache its measured processes use (compiled_env)."""
+    if not manifest.test_command:
+        return None
+    return run_step("tests", manifest.test_command, tree, log_path, timeout_s, compiled_env(tree))
 
 
 def acceptance(

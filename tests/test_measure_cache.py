@@ -40,6 +40,16 @@ runpy.run_path("bench.py", run_name="__main__")
 """
 
 
+# The test command: records the cache and the autotune switch it was given, then runs the tests.
+RECORDING_TESTS = """import os, runpy
+from pathlib import Path
+kernel = Path("kernel.py").read_text().replace("\\n", " ")
+with open(os.environ["RECORD_TESTS"], "a") as record:
+    record.write(f"{os.environ['TRITON_CACHE_DIR']}|{os.environ['TRITON_CACHE_AUTOTUNING']}|{kernel}\\n")
+runpy.run_path("test_kernel.py", run_name="__main__")
+"""
+
+
 def records(path: Path) -> dict[str, set[str]]:
     """Kernel text -> the cache directories its runs were given (every run keeping autotune results)."""
     seen: dict[str, set[str]] = {}
@@ -63,11 +73,13 @@ def entry(kernel: str) -> str:
 def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_project(tmp_path / "proj")
     (root / "bench_env.py").write_text(RECORDING_BENCH)
-    git(root, "add", "bench_env.py")
+    (root / "test_env.py").write_text(RECORDING_TESTS)
+    git(root, "add", "bench_env.py", "test_env.py")
     git(root, "commit", "-q", "-m", "recording bench")
     monkeypatch.chdir(root)
-    record = tmp_path / "record.txt"
+    record, tests_record = tmp_path / "record.txt", tmp_path / "tests.txt"
     monkeypatch.setenv("RECORD_CACHE", str(record))
+    monkeypatch.setenv("RECORD_TESTS", str(tests_record))
     init(
         root,
         InitOptions(
@@ -76,7 +88,7 @@ def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest
             metric="step",
             shapes="shapes.yaml",
             quick_command=f"{sys.executable} bench_env.py",
-            test_command=f"{sys.executable} test_kernel.py",
+            test_command=f"{sys.executable} test_env.py",
             probe_command="",
             kernel_source="kernel.py",
             pairs=2,
@@ -111,6 +123,17 @@ def test_each_tree_gets_its_own_triton_cache(tmp_path: Path, monkeypatch: pytest
     # Each candidate's first run found the incumbent's compiled kernels, and none of its tuning.
     assert first_held(record, faster) == {f"bin-{entry(start)}"}
     assert first_held(record, tidied) == {f"bin-{entry(start)}", f"bin-{entry(faster)}"}
+    # ... and the incumbent's next run found the candidate's compiled kernels, none of its tuning.
+    lines = [line.split("|") for line in record.read_text().splitlines()]
+    after = next(i for i, line in enumerate(lines) if line[2] == faster)
+    held = next(set(line[3].split(",")) for line in lines[after:] if line[2] == start)
+    assert f"bin-{entry(faster)}" in held and f"tune-{entry(faster)}" not in held
+    # Each validate's tests compiled into the candidate's cache, its tuning switched off.
+    tested = [line.split("|") for line in tests_record.read_text().splitlines()]
+    assert [(cache, autotuning) for cache, autotuning, kernel in tested if kernel == faster] == [
+        (next(iter(caches[faster])), "0")
+    ]
+    assert all(autotuning == "0" and {cache} == caches[kernel] for cache, autotuning, kernel in tested)
 
 
 def test_seeding_copies_compiled_kernels_only(tmp_path: Path) -> None:

@@ -34,7 +34,6 @@ from gitcampaign.measure import (
     run_dir,
     run_logged,
     samples,
-    seed_triton_cache,
     triton_cache_env,
     worktrees,
 )
@@ -322,7 +321,6 @@ def _measure(
             kept.drop()  # the round is decided: rejected by its build or tests
             result.reasons, result.notes = [ready.reason], ready.notes
             return None
-        seed_triton_cache(trees[INCUMBENT], trees[CANDIDATE])
         while True:
             session += 1
             with progress.phase(f"measurement session {session}", runs=2 * count):

@@ -74,9 +74,9 @@ Y_GROUP_N = 1 the producer's expect-tx is 33,792 bytes, followed by four TMA loa
 Compiled with the Y_GROUP_N = 1 path added, Y_GROUP_N = 128's SASS is byte for byte what it was.
 The global scale addresses are formed in the loop from int32 offsets (`sx_ptr + (sx_offs + kb)`):
 in the per-column gather that the TMA path replaced, `sy_ptr + kb + sy_offs` made LLVM hoist 32
-64-bit pointers a thread out of the loop and ptxas spill 28 bytes. Triton's shared-memory barrier analysis adds a
-partition-local bar.sync before each `full` wait (consecutive waits on one barrier array with a
-dynamic index); the four warps of a consumer are in step there anyway.
+64-bit pointers a thread out of the loop and ptxas spill 28 bytes. Triton's shared-memory barrier
+analysis adds a partition-local bar.sync before each `full` wait (consecutive waits on one barrier
+array with a dynamic index); the four warps of a consumer are in step there anyway.
 
 Measured (H200, `benchmarks/dev/fp8_dev.py`, do_bench, cuBLAS block scaling through F.scaled_mm in
 the same process, vendor ms / ours ms on the Llama-3.1-8B products, 2026-11-30): forward 0.86-1.04

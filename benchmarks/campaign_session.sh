@@ -9,7 +9,9 @@
 # clone; lanes on different GPUs at once, lanes that share a GPU one after the other, in lane order,
 # so that a plan written for two GPUs also runs on one; GPUS overrides the count nvidia-smi gives);
 # inside a lane:
-#   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent)
+#   gc ARGS...            git campaign ARGS in the lane's clone (stops the lane when the budget is spent;
+#                         a validate starts only with VALIDATE_S seconds left, default 330: one cut short
+#                         loses its sessions with the machine, and a gain under 2% takes two of ~2:30)
 #   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
 #   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
@@ -65,6 +67,11 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     step=$((step + 1))
     if ((limit < 20)); then
       echo "lane$n step $step: skipped (budget spent): git campaign $*" | tee -a "$dir/log/steps.txt"
+      return 1
+    fi
+    if [[ " $* " == *" validate "* ]] && ((limit < ${VALIDATE_S:-330})); then
+      echo "lane$n step $step: skipped (${limit}s left, a validate wants VALIDATE_S=${VALIDATE_S:-330}):" \
+        "git campaign $*" | tee -a "$dir/log/steps.txt"
       return 1
     fi
     echo "lane$n step $step $(date -u +%T) (${limit}s left): git campaign $*" | tee -a "$dir/log/steps.txt"

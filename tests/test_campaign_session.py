@@ -136,6 +136,28 @@ def test_a_lane_that_ends_before_its_first_step_says_why(tmp_path: Path) -> None
     assert "gitcampaign" in done.stdout.split("lane0 ended before its first step:")[1]  # git archive's error
 
 
+def test_a_validate_starts_only_with_enough_budget_left(tmp_path: Path) -> None:
+    """A validate cut short by the lane's budget loses its measured sessions with the machine: the
+    lane skips it below VALIDATE_S and goes on with the steps that fit."""
+    repo = project(tmp_path)
+    (tmp_path / "plan.sh").write_text("lane0() {\n  gc -c demo validate --pairs 2\n  gc --help\n}\n")
+    root = tmp_path / "machine"
+    root.mkdir()
+    env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": "300", "LANE_S": "600", "GPUS": "1"}
+    env |= {"REPO_BUNDLE": str(tmp_path / "repo.bundle"), "VALIDATE_S": "10000"}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "plan.sh"), str(tmp_path / "out")],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=420,
+    )  # fmt: skip
+    assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
+    lane0 = members(tmp_path / "out" / "lane0.tgz")
+    assert (
+        "a validate wants VALIDATE_S=10000): git campaign -c demo validate --pairs 2"
+        in lane0["log/steps.txt"]
+    )
+    assert "log/1.out" not in lane0 and "Usage: " in lane0["log/2.out"]
+
+
 def test_attach_without_a_session_and_usage(tmp_path: Path) -> None:
     lost = run("--attach", str(tmp_path / "out"), root=tmp_path, call_s=1, cwd=tmp_path)
     assert lost.returncode == 3 and "no campaign session on this machine" in lost.stderr

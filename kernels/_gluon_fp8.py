@@ -309,6 +309,15 @@ def runs_on(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
 
 
+def takes(device: torch.device, y_group_n: int, m: int, n: int) -> bool:
+    """Whether this kernel runs an M x N product on `device` (runs_on) with these y scales: a
+    weight's 128x128 blocks (Y_GROUP_N a multiple of BLOCK_N), or dB's 1x128 blocks where M and N
+    are multiples of 4 (the rows of the kb-major scale copies are then 16-byte pitched, as TMA
+    needs). The operands' own TMA addressing is the caller's check."""
+    scales_fit = y_group_n % BLOCK_N == 0 or (y_group_n == 1 and m % 4 == 0 and n % 4 == 0)
+    return scales_fit and runs_on(device)
+
+
 def _descriptor(tensor: torch.Tensor, block: list[int]) -> TensorDescriptor:
     layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[tensor.dtype])
     return TensorDescriptor.from_tensor(tensor, block, layout)
@@ -330,9 +339,8 @@ def matmul_blockwise(
     num_sms: int | None = None,
 ) -> torch.Tensor:
     """out (M x N) = (x * sx) @ (y * sy).T for blockwise scales; x, y and out TMA-addressable (the
-    caller checks: `kernels._common.tma_addressable`), scales as in the module docstring; for
-    y_group_n = 1 also M and N multiples of 4 (TensorDescriptor asserts the copies' row pitches).
-    num_sms (the persistent grid's width) defaults to the device's multiprocessor count."""
+    caller checks: `kernels._common.tma_addressable`), scales as in the module docstring and as
+    `takes` requires (TensorDescriptor asserts the copies' row pitches). num_sms (the persistent grid's width) defaults to the device's multiprocessor count."""
     m, n = x.shape[0], y.shape[0]
     tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N)
     grid = (min(num_sms or device_sms(x.device, 1), tiles),)

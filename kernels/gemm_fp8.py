@@ -431,12 +431,10 @@ def _matmul_triton(
     scaling = _SCALING_CODE[granularity]
     if tma_supported(x.device) and all(tma_addressable(t, 1) for t in (x, y, out)):
         # Gluon takes the products with 128x128 weight blocks (forward, dA) and dB's per-column
-        # scales, which it loads by TMA from kb-major copies: their rows' 16-byte pitch needs the
-        # row counts of X and Y to be multiples of 4 floats.
+        # scales where its TMA loads of them can (`_gluon_fp8.takes`).
         if (
             granularity == "blockwise"
-            and (y_group_n % _gluon_fp8.BLOCK_N == 0 or (y_group_n == 1 and m % 4 == 0 and n % 4 == 0))
-            and _gluon_fp8.runs_on(x.device)
+            and _gluon_fp8.takes(x.device, y_group_n, m, n)
             and not pinned(CONFIG_ENV)
         ):
             return _gluon_fp8.matmul_blockwise(x, sx, y, sy, y_group_n, out, num_sms)

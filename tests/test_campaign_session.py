@@ -40,10 +40,13 @@ lane1() {
 """
 
 
-def run(*args: str, root: Path, call_s: int, cwd: Path, gpus: int = 2) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, root: Path, call_s: int, cwd: Path, gpus: int = 2, validate_s: int = 330
+) -> subprocess.CompletedProcess[str]:
     # A lane's budget far above what its steps take, even on a loaded 2-core machine (with 60 s, a
     # slow run skipped its last steps as over budget).
     env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": str(call_s), "LANE_S": "600", "GPUS": str(gpus)}
+    env["VALIDATE_S"] = str(validate_s)
     env["REPO_BUNDLE"] = str(cwd.parent / "repo.bundle")
     return subprocess.run(
         ["bash", str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=call_s + 120
@@ -143,12 +146,15 @@ def test_a_validate_starts_only_with_enough_budget_left(tmp_path: Path) -> None:
     (tmp_path / "plan.sh").write_text("lane0() {\n  gc -c demo validate --pairs 2\n  gc --help\n}\n")
     root = tmp_path / "machine"
     root.mkdir()
-    env = {**os.environ, "SESSION_ROOT": str(root), "CALL_S": "300", "LANE_S": "600", "GPUS": "1"}
-    env |= {"REPO_BUNDLE": str(tmp_path / "repo.bundle"), "VALIDATE_S": "10000"}
-    done = subprocess.run(
-        ["bash", str(SCRIPT), str(tmp_path / "plan.sh"), str(tmp_path / "out")],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=420,
-    )  # fmt: skip
+    done = run(
+        str(tmp_path / "plan.sh"),
+        str(tmp_path / "out"),
+        root=root,
+        call_s=300,
+        cwd=repo,
+        gpus=1,
+        validate_s=10000,
+    )
     assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
     lane0 = members(tmp_path / "out" / "lane0.tgz")
     assert (

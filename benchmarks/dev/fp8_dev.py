@@ -1,6 +1,7 @@
 """GPU check and timing of kernels.gemm_fp8 on the Llama-3.1-8B mbs=1 shapes (M = 8192 tokens).
 
     python benchmarks/dev/fp8_dev.py [--skip-configs] [--pointer] [--layers qkv,o,gate_up,down]
+        [--granularities tensorwise,rowwise,blockwise] [--sections 1,2,3,3b,3c,4]
 
 Sections, each printed as it finishes:
 1. correctness: out, dA, dB of gemm_fp8 against float64 (the harness's SNR: out >= 25 dB, gradients
@@ -46,6 +47,8 @@ from kernels import gemm_fp8 as fp8  # noqa: E402
 from kernels import quant  # noqa: E402
 
 START = time.perf_counter()
+# The granularities a run covers (--granularities).
+GRANULARITIES = list(fp8.GRANULARITIES)
 
 
 def _ms(fn: Callable[[], object], warmup: int = 25, rep: int = 100) -> float:
@@ -142,7 +145,7 @@ def check_snr(layers: list[tuple[str, int, int, int]]) -> bool:
     for name, m, n, k in layers:
         a, b, grad = _inputs(m, n, k)
         ref = (a.double() @ b.double().t(), grad.double() @ b.double(), grad.double().t() @ a.double())
-        for granularity in fp8.GRANULARITIES:
+        for granularity in GRANULARITIES:
             a_ = a.clone().requires_grad_()
             b_ = b.clone().requires_grad_()
             try:
@@ -168,7 +171,7 @@ def check_snr(layers: list[tuple[str, int, int, int]]) -> bool:
 
 def time_kernels(layers: list[tuple[str, int, int, int]], pointer: bool) -> None:
     print(f"\n== 2. kernel alone, pre-quantised operands (ms; speed = their time / ours) {_elapsed()}")
-    for granularity in fp8.GRANULARITIES:
+    for granularity in GRANULARITIES:
         print(f"-- {granularity}: torch backend = {fp8.reference_kind(granularity)}")
         print(f"{'layer':<8}{'product':<8}{'M,N,K':<18}{'ours':>8}{'TFLOP/s':>9}{'vendor':>8}{'speed':>7}"
               f"{'pointer':>9}{'speed':>7}")  # fmt: skip
@@ -201,7 +204,7 @@ def time_whole_op(layers: list[tuple[str, int, int, int]]) -> None:
         b.requires_grad_()
         bf16 = functools.partial(F.linear, a, b)
         bf16_fwd, bf16_step = _ms(bf16), _ms(functools.partial(_grads_of, bf16, a, b, grad))
-        for granularity in fp8.GRANULARITIES:
+        for granularity in GRANULARITIES:
             op = functools.partial(fp8.gemm_fp8, a, b, granularity)
             step = functools.partial(_grads_of, op, a, b, grad)
             fwd, both = _ms(op), _ms(step)
@@ -247,7 +250,7 @@ def time_breakdown(layers: list[tuple[str, int, int, int]], top: int = 8) -> Non
                 functools.partial(_grads_of, functools.partial(F.linear, a, b), a, b, grad)
             ).values()
         )
-        for granularity in fp8.GRANULARITIES:
+        for granularity in GRANULARITIES:
             op = functools.partial(fp8.gemm_fp8, a, b, granularity)
             times = kernel_times(functools.partial(_grads_of, op, a, b, grad))
             total = sum(ms for ms, _ in times.values())
@@ -289,7 +292,7 @@ def time_host(layers: list[tuple[str, int, int, int]], top: int = 15) -> None:
             granularity: functools.partial(
                 _grads_of, functools.partial(fp8.gemm_fp8, a, b, granularity), a, b, grad
             )
-            for granularity in fp8.GRANULARITIES
+            for granularity in GRANULARITIES
         }
         print(
             f"{name:<8} bf16 {bf16:.3f}  " + "  ".join(f"{g} {host_ms(step):.3f}" for g, step in ours.items())
@@ -315,7 +318,7 @@ def _config_name(config: triton.Config) -> str:
 def time_configs(layers: list[tuple[str, int, int, int]]) -> None:
     print(f"\n== 4. TMA kernel per pinned config (ms; best marked *) {_elapsed()}")
     configs = fp8._tma_configs()
-    for granularity in fp8.GRANULARITIES:
+    for granularity in GRANULARITIES:
         scaling = fp8._SCALING_CODE[granularity]
         serving = fp8._prune_configs(configs, {}, SCALING=scaling)
         print(f"-- {granularity}: " + " | ".join(_config_name(c) for c in serving))
@@ -348,18 +351,23 @@ def main() -> None:
     parser.add_argument("--skip-configs", action="store_true", help="leave out section 4")
     parser.add_argument("--pointer", action="store_true", help="time the pointer (fallback) kernel too")
     parser.add_argument("--layers", default="qkv,o,gate_up,down", help="comma-separated subset")
+    parser.add_argument("--granularities", default=",".join(fp8.GRANULARITIES), help="comma-separated subset")
+    parser.add_argument("--sections", default="1,2,3,3b,3c,4", help="comma-separated subset")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("fp8_dev.py needs a CUDA GPU (Hopper for fp8 wgmma and TMA)")
+    GRANULARITIES[:] = [g for g in fp8.GRANULARITIES if g in args.granularities.split(",")]
+    sections = set(args.sections.split(",")) - ({"4"} if args.skip_configs else set())
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     layers = [layer for layer in _layers() if layer[0] in args.layers.split(",")]
-    ok = check_snr(layers)
-    time_kernels(layers, pointer=args.pointer)
-    time_whole_op(layers)
-    time_breakdown(layers)
-    time_host(layers)
+    ok = check_snr(layers) if "1" in sections else True
+    steps = {"2": lambda: time_kernels(layers, pointer=args.pointer), "3": lambda: time_whole_op(layers),
+             "3b": lambda: time_breakdown(layers), "3c": lambda: time_host(layers)}  # fmt: skip
+    for section, run in steps.items():
+        if section in sections:
+            run()
     print_picks()
-    if not args.skip_configs:
+    if "4" in sections:
         time_configs(layers)
     print(f"\ndone {_elapsed()}; SNR {'ok' if ok else 'FAILED'}")
     sys.exit(0 if ok else 1)

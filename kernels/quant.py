@@ -101,10 +101,11 @@ AMAX_ELEMS, AMAX_WARPS, AMAX_PER_SM, AMAX_STAGES = 8192, 8, 2, 3
 # read in one run, 8 scales a row stored side by side) instead of one 256-byte block.
 BLOCKWISE_BLOCK_C = 1024
 # Rowwise on a strided view (a transposed operand of the fp8 GEMM's backward): 32 x 256 tiles (a
-# 64-byte run of each memory row per column of the tile), and the amax pass split into runs of 8
-# chunks (2048 columns), so that a view of a few thousand rows still spreads over every SM instead
-# of one program walking each row band's whole length twice.
-SPLIT_BLOCK_R, SPLIT_CHUNKS = 32, 8
+# 64-byte run of each memory row per column of the tile), and the amax pass split into runs of 4
+# chunks (1024 columns), 3 chunks in flight (software-pipelined loads), so that a view of a few
+# thousand rows spreads over every SM with enough loads in flight (8 chunks, one at a time, read at
+# ~2 TB/s on an H200; the fastest of quant_dev.py --split-variants).
+SPLIT_BLOCK_R, SPLIT_CHUNKS, SPLIT_STAGES = 32, 4, 3
 # The interpreter has no SMs: a small odd stand-in makes its persistent loops run several tiles per
 # program, unevenly, as on a GPU.
 INTERPRETER_SMS = 3
@@ -283,14 +284,16 @@ def _row_amax_partials_kernel(
     BLOCK_R: tl.constexpr,
     BLOCK_C: tl.constexpr,
     SPLIT_CHUNKS: tl.constexpr,
+    STAGES: tl.constexpr,
 ):
     """Rowwise |x| maxima of a strided view in pieces: program (r, s) folds rows r*BLOCK_R.. over
-    the s-th run of SPLIT_CHUNKS column chunks and writes one partial a row into partials[R, SPLITS]."""
+    the s-th run of SPLIT_CHUNKS column chunks (STAGES of them in flight) and writes one partial a
+    row into partials[R, SPLITS]."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_xr
     first = tl.program_id(1) * SPLIT_CHUNKS * BLOCK_C
     running = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)
-    for c in range(0, SPLIT_CHUNKS):
+    for c in tl.range(0, SPLIT_CHUNKS, num_stages=STAGES):
         cols = first + c * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (rows[:, None] < R) & (cols[None, :] < C)
         x = tl.load(x_rows + cols.to(tl.int64)[None, :] * stride_xc, mask=mask, other=0.0)
@@ -522,7 +525,8 @@ def _quantize_rowwise_split(x: torch.Tensor, q: torch.Tensor, scales: torch.Tens
     row_tiles = triton.cdiv(rows, SPLIT_BLOCK_R)
     _row_amax_partials_kernel[(row_tiles, splits)](
         x, partials, rows, cols, x.stride(0), x.stride(1), splits,
-        BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=SPLIT_CHUNKS, num_warps=4,
+        BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=SPLIT_CHUNKS, STAGES=SPLIT_STAGES,
+        num_warps=4,
     )  # fmt: skip
     _row_quant_partials_kernel[(row_tiles, triton.cdiv(cols, STRIDED_BLOCK_C))](
         x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,

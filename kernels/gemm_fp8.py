@@ -694,13 +694,35 @@ def _tensorwise(
     return q, _transposed(q, scales)[0], scales
 
 
+def _rowwise(
+    x: torch.Tensor, fp8_dtype: torch.dtype, column_amax: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Rowwise codes of x, with x's column maxima (the row maxima of x.T, for the backward's
+    rowwise pass over x.T) where `column_amax` asks for them and our quantiser folds them into this
+    pass; else None, and that pass finds them itself."""
+    if column_amax and backend(BACKEND_ENV) != "torch":
+        return quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
+    return (*_quantize(x, "rowwise", fp8_dtype), None)
+
+
+def _rowwise_t(
+    x: torch.Tensor, amax_t: torch.Tensor | None, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rowwise codes of x.T: one pass from its row maxima where `_rowwise` found them."""
+    if amax_t is None:
+        return _quantize(x.t(), "rowwise", fp8_dtype)
+    return quant.quantize_rowwise_given_amax(x.t(), amax_t, fp8_dtype)
+
+
 class _GemmFP8(torch.autograd.Function):
     """out = a @ b.T with fp8 operands; the backward quantises along each product's reduction dim.
 
     Saved for the backward, only what it reads: tensorwise the fp8 codes of a.T and b.T, written by
     the forward's quantise passes beside a's and b's (the backward's operands, where a tensor-wide
-    scale commutes with transposition); rowwise a and b (column scales need a fresh pass); blockwise
-    a (1x128 along M needs a fresh pass) and b's 128x128 fp8 copy (its transpose serves dA).
+    scale commutes with transposition); rowwise a and b (column scales need a fresh pass) with their
+    column maxima, which the forward's rowwise passes fold in, so that the backward's passes over
+    a.T and b.T (and over dOut.T, whose maxima dA's pass over dOut folds in) read them once;
+    blockwise a (1x128 along M needs a fresh pass) and b's 128x128 fp8 copy (its transpose serves dA).
     """
 
     @staticmethod
@@ -711,6 +733,10 @@ class _GemmFP8(torch.autograd.Function):
             need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
             qa, qa_t, sa = _tensorwise(a, OPERAND_FP8_DTYPE, transposed=need_b)
             qb, qb_t, sb = _tensorwise(b, OPERAND_FP8_DTYPE, transposed=need_a)
+        elif granularity == "rowwise":  # a's column maxima serve dB's a.T, b's dA's b.T
+            need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
+            qa, sa, amax_at = _rowwise(a, OPERAND_FP8_DTYPE, column_amax=need_b)
+            qb, sb, amax_bt = _rowwise(b, OPERAND_FP8_DTYPE, column_amax=need_a)
         else:
             qa, sa = _quantize(a, _X_KIND[granularity], OPERAND_FP8_DTYPE)
             qb, sb = _quantize(b, _W_KIND[granularity], OPERAND_FP8_DTYPE)
@@ -718,7 +744,7 @@ class _GemmFP8(torch.autograd.Function):
         if granularity == "tensorwise":
             ctx.save_for_backward(qa_t, sa, qb_t, sb)
         elif granularity == "rowwise":
-            ctx.save_for_backward(a, b)
+            ctx.save_for_backward(a, b, amax_at, amax_bt)
         else:
             ctx.save_for_backward(a, qb, sb)
         ctx.granularity = granularity  # type: ignore[attr-defined]
@@ -747,12 +773,22 @@ class _GemmFP8(torch.autograd.Function):
                 grad_b = _product(qg_t, sg, q_at, sa, granularity, x_kind, b_dtype)
             return grad_a, grad_b, None
 
+        if granularity == "rowwise":
+            a, b, amax_at, amax_bt = saved
+            amax_gt = None  # dOut's column maxima, where dA's pass over dOut folds them in
+            if need_a:
+                qg, sg, amax_gt = _rowwise(grad_out, grad_dtype, column_amax=need_b)
+                q_bt, s_bt = _rowwise_t(b, amax_bt, OPERAND_FP8_DTYPE)
+                grad_a = _product(qg, sg, q_bt, s_bt, granularity, w_kind, a_dtype)
+            if need_b:
+                qg_t, sg_t = _rowwise_t(grad_out, amax_gt, grad_dtype)
+                q_at, s_at = _rowwise_t(a, amax_at, OPERAND_FP8_DTYPE)
+                grad_b = _product(qg_t, sg_t, q_at, s_at, granularity, x_kind, b_dtype)
+            return grad_a, grad_b, None
+
         if need_a:
             qg, sg = _quantize(grad_out, x_kind, grad_dtype)
-            if granularity == "rowwise":
-                q_bt, s_bt = _quantize(saved[1].t(), w_kind, OPERAND_FP8_DTYPE)
-            else:
-                q_bt, s_bt = _transposed(saved[1], saved[2])
+            q_bt, s_bt = _transposed(saved[1], saved[2])
             grad_a = _product(qg, sg, q_bt, s_bt, granularity, w_kind, a_dtype)
         if need_b:
             qg_t, sg_t = _quantize(grad_out.t(), x_kind, grad_dtype)

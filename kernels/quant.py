@@ -42,7 +42,13 @@ chunk (the transposed operands of the fp8 GEMM's backward: a.T, b.T, dOut.T) is 
 instead: `_row_amax_partials_kernel` writes each row's maximum over runs of SPLIT_CHUNKS chunks,
 and `_row_quant_partials_kernel` quantises 32 x 256 tiles, each reducing its rows' partials first;
 a view of a few thousand rows then keeps every SM busy, where one program per 16-64 rows walked
-each row's whole length twice.
+each row's whole length twice. Where the rows' maxima are already known, that view is one launch:
+`quantize_rowwise_with_column_amax` (unit-stride rows up to MAX_BLOCK_C columns, the fp8 GEMM's a, b
+and dOut) folds every column's |x| maximum into the rowwise pass it makes anyway
+(`_quant_rows_colmax_kernel`: persistent, two programs a SM, each writing one partial maximum a
+column; `_row_amax_partials_kernel` reduces those 2 x SMs rows of partials), and
+`quantize_rowwise_given_amax` quantises x.T from them, so the backward's amax passes over a.T, b.T and
+dOut.T (a full strided read each) disappear.
 
 Tensorwise on unit-stride rows (the common case) is two launches that never sync the host:
 `_amax_partials_kernel` (persistent, one partial maximum per program into a scratch vector: no
@@ -60,6 +66,7 @@ Pointer layouts.
 - partials (`_quant_tensorwise_kernel`): float32[P], one |x| maximum per amax-pass program.
 - amax (tensorwise, `_quant_kernel`): float32[1], zero-initialised, reduced with atomic max.
 - partials (strided rowwise): float32, R x SPLITS, row-major, one |x| maximum per row and column run.
+- colmax (`_quant_rows_colmax_kernel`): float32, P x C, row-major, program p's |x| maximum a column.
 """
 
 from __future__ import annotations
@@ -106,6 +113,9 @@ BLOCKWISE_BLOCK_C = 1024
 # thousand rows spreads over every SM with enough loads in flight (8 chunks, one at a time, read at
 # ~2 TB/s on an H200; the fastest of quant_dev.py --split-variants).
 SPLIT_BLOCK_R, SPLIT_CHUNKS, SPLIT_STAGES = 32, 4, 3
+# `_quant_rows_colmax_kernel`: programs a SM, so its column partials are 2 x SMs rows (4.3 MB for
+# 4096 columns on an H200, against 64 MB of bf16 in an 8192-row x).
+COLMAX_PER_SM = 2
 # The interpreter has no SMs: a small odd stand-in makes its persistent loops run several tiles per
 # program, unevenly, as on a GPU.
 INTERPRETER_SMS = 3
@@ -140,6 +150,16 @@ def _tensorwise_configs() -> list[triton.Config]:
             (8192, 8, 0, 1),
             (16384, 16, 0, 1),
         )
+    ]
+
+
+def _colmax_configs() -> list[triton.Config]:
+    """Row-group elements x warps x pipeline stages for `_quant_rows_colmax_kernel`, whose grid is
+    fixed at COLMAX_PER_SM programs a SM (so that the number of column partials does not depend on
+    the config): 8 warps (16 a SM, 128 registers a thread) or 4, one or two groups ahead."""
+    return [
+        triton.Config({"ELEMS": elems, "STAGES": stages}, num_warps=warps)
+        for elems, warps, stages in ((8192, 8, 2), (16384, 8, 2), (8192, 8, 3), (4096, 4, 2), (16384, 8, 1))
     ]
 
 
@@ -344,6 +364,42 @@ def _row_quant_partials_kernel(
 
 
 @triton.jit
+def _quant_rows_colmax_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    colmax_ptr,
+    R,
+    C,
+    stride_xr,
+    FP8_MAX: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    ELEMS: tl.constexpr,
+    STAGES: tl.constexpr = 1,
+):
+    """Rowwise quantisation of unit-stride rows that fit one BLOCK_C chunk, which also folds every
+    column's |x| maximum: program p quantises row groups p, p + P, ... (BLOCK_R rows each, STAGES
+    loads in flight) and stores its running column maxima into colmax[p, :] at the end."""
+    BLOCK_R: tl.constexpr = (ELEMS + BLOCK_C - 1) // BLOCK_C
+    cols = tl.arange(0, BLOCK_C)
+    col_mask = cols < C
+    running = tl.zeros([BLOCK_C], tl.float32)
+    for group in tl.range(tl.program_id(0), tl.cdiv(R, BLOCK_R), tl.num_programs(0), num_stages=STAGES):
+        rows = group * BLOCK_R + tl.arange(0, BLOCK_R)
+        rows64 = rows.to(tl.int64)
+        mask = (rows[:, None] < R) & col_mask[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xr + cols[None, :], mask=mask, other=0.0)
+        x = x.to(tl.float32)
+        scale, inv = _scale_and_inverse(tl.max(tl.abs(x), axis=1), FP8_MAX, EPS)
+        q = _quantize_tile(x, inv[:, None], FP8_MAX)
+        tl.store(q_ptr + rows64[:, None] * C + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+        tl.store(s_ptr + rows64, scale, mask=rows < R)
+        running = tl.maximum(running, tl.max(tl.abs(x), axis=0))
+    tl.store(colmax_ptr + tl.program_id(0).to(tl.int64) * C + cols, running, mask=col_mask)
+
+
+@triton.jit
 def _quant_kernel(
     x_ptr,
     q_ptr,
@@ -441,6 +497,13 @@ _quant_kernel_tuned = triton.autotune(
     configs=without_keys(pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV), ("PER_SM", "STAGES")),
     key=["R", "C", "GROUP_C", "BLOCK_C", "FP8_MAX"],
 )(_quant_kernel)
+_quant_rows_colmax_kernel_tuned = triton.autotune(
+    configs=without_keys(
+        pick_configs(_colmax_configs(), without_keys([_CPU_TENSORWISE_CONFIG], ("PER_SM",))[0], CONFIG_ENV),
+        ("PER_SM",),
+    ),
+    key=["R", "C", "BLOCK_C", "FP8_MAX"],
+)(_quant_rows_colmax_kernel)
 _quant_tensorwise_kernel_tuned = triton.autotune(
     configs=pick_configs(_tensorwise_configs(), _CPU_TENSORWISE_CONFIG, CONFIG_ENV),
     key=["R", "C", "BLOCK_C", "FP8_MAX", "TRANSPOSED"],
@@ -516,19 +579,29 @@ def _quantize_tensorwise(
     )  # fmt: skip
 
 
-def _quantize_rowwise_split(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_max: float) -> None:
-    """Rowwise on a strided view with rows longer than one chunk: partial maxima over column runs,
-    then a 2-D grid of tiles that each reduce their rows' partials (two launches, all SMs busy)."""
+def _row_maxima(x: torch.Tensor, split_chunks: int | None = None) -> torch.Tensor:
+    """|x| maxima of a strided view's rows over runs of `split_chunks` (default SPLIT_CHUNKS, read
+    at the call) column chunks: float32 (R, SPLITS), one launch."""
     rows, cols = x.shape
-    splits = triton.cdiv(cols, SPLIT_CHUNKS * STRIDED_BLOCK_C)
+    split_chunks = split_chunks or SPLIT_CHUNKS
+    splits = triton.cdiv(cols, split_chunks * STRIDED_BLOCK_C)
     partials = torch.empty((rows, splits), dtype=torch.float32, device=x.device)
-    row_tiles = triton.cdiv(rows, SPLIT_BLOCK_R)
-    _row_amax_partials_kernel[(row_tiles, splits)](
+    _row_amax_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), splits)](
         x, partials, rows, cols, x.stride(0), x.stride(1), splits,
-        BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=SPLIT_CHUNKS, STAGES=SPLIT_STAGES,
+        BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=split_chunks, STAGES=SPLIT_STAGES,
         num_warps=4,
     )  # fmt: skip
-    _row_quant_partials_kernel[(row_tiles, triton.cdiv(cols, STRIDED_BLOCK_C))](
+    return partials
+
+
+def _quantize_rows_from_partials(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, partials: torch.Tensor, fp8_max: float
+) -> None:
+    """Rowwise on a strided view whose rows' maxima are known in pieces (partials: R x SPLITS): a 2-D
+    grid of 32 x 256 tiles that each reduce their rows' partials (one launch, all SMs busy)."""
+    rows, cols = x.shape
+    splits = partials.shape[1]
+    _row_quant_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), triton.cdiv(cols, STRIDED_BLOCK_C))](
         x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C,
         SPLITS_POW2=triton.next_power_of_2(splits), num_warps=4,
@@ -548,7 +621,7 @@ def _quantize_triton(
     if granularity == "tensorwise" and unit_stride:
         _quantize_tensorwise(x, q, scales, fp8_max)
     elif granularity == "rowwise" and not unit_stride and cols > STRIDED_BLOCK_C:
-        _quantize_rowwise_split(x, q, scales, fp8_max)
+        _quantize_rows_from_partials(x, q, scales, _row_maxima(x), fp8_max)
     elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
         if granularity == "blockwise" and unit_stride:  # several 1x128 blocks of each row a tile
@@ -671,6 +744,55 @@ def quantize_tensorwise_transposed(
     scales = torch.empty((1, 1), dtype=torch.float32, device=x.device)
     _quantize_tensorwise(x, q, scales, FP8_MAX[fp8_dtype], q_t)
     return q, q_t, scales
+
+
+def quantize_rowwise_with_column_amax(
+    x: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Rowwise codes and scales of x with every column's |x| maximum: (q, scales, column_amax),
+    column_amax float32 (C, 1), the row maxima of x.T for `quantize_rowwise_given_amax(x.t(), ...)`.
+    The maxima are folded into the rowwise pass (two launches: the pass, then a reduction of its
+    per-program partials); where that pass does not apply (rows longer than MAX_BLOCK_C, strided
+    rows, the torch backend) this is `quantize(x, "rowwise")` and column_amax is None."""
+    _check_input(x, "rowwise", fp8_dtype)
+    rows, cols = x.shape
+    if backend(BACKEND_ENV) == "torch" or x.stride(1) != 1 or cols > MAX_BLOCK_C:
+        return (*quantize(x, "rowwise", fp8_dtype), None)
+    q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
+    # A fixed number of programs (not one per config's row group), so that the partials' count does
+    # not depend on the autotuner's pick; a program without a row group stores zeros, which no
+    # maximum sees.
+    programs = min(rows, num_sms(x.device, INTERPRETER_SMS) * COLMAX_PER_SM)
+    colmax = torch.empty((programs, cols), dtype=torch.float32, device=x.device)
+    _quant_rows_colmax_kernel_tuned[(programs,)](
+        x, q, scales, colmax, rows, cols, x.stride(0),
+        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=triton.next_power_of_2(cols),
+    )  # fmt: skip
+    # One run of chunks spans every program's partial, so the reduction leaves one maximum a column.
+    return q, scales, _row_maxima(colmax.t(), triton.cdiv(programs, STRIDED_BLOCK_C))
+
+
+def quantize_rowwise_given_amax(
+    x: torch.Tensor, row_amax: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rowwise codes and scales of a 2-D view (any strides) whose rows' |x| maxima are known
+    (row_amax: float32 (R, 1), e.g. the column_amax of `quantize_rowwise_with_column_amax` for
+    x = that tensor's .t()): one pass, without the amax pass of its own. The result is
+    `quantize(x, "rowwise")`'s when row_amax holds x's maxima; the torch backend computes them."""
+    _check_input(x, "rowwise", fp8_dtype)
+    rows, cols = x.shape
+    if row_amax.shape != (rows, 1) or row_amax.dtype != torch.float32 or row_amax.device != x.device:
+        raise ValueError(
+            f"row_amax is {row_amax.dtype} {tuple(row_amax.shape)} on {row_amax.device}; pass float32 "
+            f"({rows}, 1) on {x.device}: the column_amax that quantize_rowwise_with_column_amax returned"
+        )
+    if backend(BACKEND_ENV) == "torch":
+        return _quantize_torch(x, "rowwise", fp8_dtype)
+    q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
+    _quantize_rows_from_partials(x, q, scales, row_amax.contiguous(), FP8_MAX[fp8_dtype])
+    return q, scales
 
 
 class _QuantizeFP8(torch.autograd.Function):

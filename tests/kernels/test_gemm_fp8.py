@@ -367,6 +367,51 @@ def test_only_requested_gradients(monkeypatch: pytest.MonkeyPatch, granularity: 
     assert snr_db(want, a.grad) >= SNR_DB[GRAD_FP8_DTYPE[granularity]]
 
 
+@pytest.mark.parametrize(("grad_a", "grad_b"), [(True, True), (True, False), (False, True)])
+def test_rowwise_backward_quantises_transposes_from_known_maxima(
+    monkeypatch: pytest.MonkeyPatch, grad_a: bool, grad_b: bool
+) -> None:
+    """With our quantiser, the rowwise step's passes over a.T, b.T and dOut.T take their row maxima
+    from the rowwise passes over a, b and dOut wherever both layouts are wanted (the row-maxima
+    kernel then only reduces those passes' per-program partials), and every product still gets what
+    a fresh rowwise pass gives, bit for bit. M and N > 256, so a fresh pass over a.T, b.T or dOut.T
+    would run the row-maxima kernel over the whole view."""
+    products: list[tuple[torch.Tensor, ...]] = []
+    product = module._product
+    monkeypatch.setattr(module, "_product", lambda *args: products.append(args[:4]) or product(*args))
+    maxima_of: list[tuple[int, int]] = []
+    row_maxima = quant._row_maxima
+    monkeypatch.setattr(
+        quant, "_row_maxima", lambda x, *rest: maxima_of.append(x.shape) or row_maxima(x, *rest)
+    )
+    m, n, k = 300, 280, 64
+    a = torch.randn(m, k, device=DEVICE, requires_grad=grad_a)
+    b = torch.randn(n, k, device=DEVICE, requires_grad=grad_b)
+    grad_out = torch.randn(m, n, device=DEVICE)
+    gemm_fp8(a, b, "rowwise").to(torch.float32).backward(grad_out)
+    step_maxima = list(maxima_of)
+
+    def fresh(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, scales = quant._quantize_triton(x, "rowwise", torch.float8_e4m3fn)
+        return q.view(torch.uint8), scales
+
+    a, b, grad = a.detach(), b.detach(), grad_out.to(torch.bfloat16)
+    expected = [(*fresh(a), *fresh(b))]
+    expected += [(*fresh(grad), *fresh(b.t()))] if grad_a else []
+    expected += [(*fresh(grad.t()), *fresh(a.t()))] if grad_b else []
+    got = [tuple(t.view(torch.uint8) if t.dtype.is_floating_point and t.element_size() == 1 else t
+                 for t in args) for args in products]  # fmt: skip
+    assert len(got) == len(expected)
+    assert all(map(torch.equal, sum(got, ()), sum(expected, ())))
+    programs = lambda rows: min(rows, quant.num_sms(a.device, quant.INTERPRETER_SMS) * quant.COLMAX_PER_SM)  # noqa: E731
+    reductions = {
+        (True, True): [(k, programs(m)), (k, programs(n)), (n, programs(m))],  # a, b, dOut
+        (True, False): [(k, programs(n))],  # b's, for b.T
+        (False, True): [(k, programs(m)), (n, m)],  # a's; dOut.T finds its own (no dA pass)
+    }
+    assert step_maxima == reductions[grad_a, grad_b]
+
+
 def test_grad_dtypes_cover_every_granularity() -> None:
     """The harness reads thresholds from GRAD_FP8_DTYPE: every granularity has an fp8 format."""
     assert set(GRAD_FP8_DTYPE) == set(GRANULARITIES)

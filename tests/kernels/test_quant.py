@@ -23,6 +23,7 @@ import triton
 
 from kernels import quant
 from kernels.quant import quantize_fp8, quantize_fp8_reference
+from tests.conftest import GPU_TEST_CONFIGS
 from tests.kernels.helpers import DEVICE, gpu
 
 E4M3 = torch.float8_e4m3fn
@@ -252,6 +253,67 @@ def test_unknown_backend_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
         quantize_fp8(torch.randn(2, 8))
 
 
+@pytest.mark.parametrize(
+    "config",
+    quant._colmax_configs(),
+    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+)
+@pytest.mark.parametrize(
+    ("fp8_dtype", "rows", "cols"),
+    # more row groups than programs, split unevenly; fewer; one column; a non-power-of-two chunk
+    [(E4M3, 300, 200), (torch.float8_e5m2, 70, 3000), (E4M3, 9, 1), (E4M3, 2, 1100)],
+)
+def test_rowwise_with_column_amax_is_one_quantisation_and_the_column_maxima(
+    monkeypatch: pytest.MonkeyPatch, config: triton.Config, fp8_dtype: torch.dtype, rows: int, cols: int
+) -> None:
+    """quantize_rowwise_with_column_amax, each GPU autotune config pinned: its codes and scales are
+    the plain rowwise pass's bit for bit and column_amax is each column's |x| maximum; from it,
+    quantize_rowwise_given_amax(x.T) is the plain rowwise pass over x.T bit for bit (on a GPU, with
+    bf16 input, both are also the reference's)."""
+    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_rows_colmax_kernel)
+    monkeypatch.setattr(quant, "_quant_rows_colmax_kernel_tuned", pinned)
+    x = torch.randn(rows, cols, device=DEVICE) * torch.exp2(
+        torch.randint(-8, 8, (rows, 1), device=DEVICE).float()
+    )
+    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
+    plain_q, plain_scales = quant._quantize_triton(x, "rowwise", fp8_dtype)
+    assert column_amax is not None and column_amax.shape == (cols, 1)
+    assert torch.equal(column_amax[:, 0], x.float().abs().amax(dim=0))
+    assert torch.equal(scales, plain_scales)
+    assert torch.equal(q.view(torch.uint8), plain_q.view(torch.uint8))
+    q_t, scales_t = quant.quantize_rowwise_given_amax(x.t(), column_amax, fp8_dtype)
+    plain_q_t, plain_scales_t = quant._quantize_triton(x.t(), "rowwise", fp8_dtype)
+    assert torch.equal(scales_t, plain_scales_t)
+    assert torch.equal(q_t.view(torch.uint8), plain_q_t.view(torch.uint8))
+    if DEVICE == "cuda":
+        for got, ref in ((q, quant._quantize_torch(x, "rowwise", fp8_dtype)[0]),
+                         (q_t, quant._quantize_torch(x.t(), "rowwise", fp8_dtype)[0])):  # fmt: skip
+            assert torch.equal(got.view(torch.uint8), ref.view(torch.uint8))
+
+
+def test_column_amax_only_where_the_rowwise_pass_folds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows longer than one chunk, strided rows and the torch backend quantise as quantize() does
+    and return no column maxima; a wrong row_amax is refused with the fix."""
+    for x in (torch.randn(3, quant.MAX_BLOCK_C + 1, device=DEVICE), torch.randn(40, 24, device=DEVICE).t()):
+        q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)
+        plain_q, plain_scales = quant.quantize(x, "rowwise")
+        assert column_amax is None and torch.equal(scales, plain_scales)
+        assert torch.equal(q.view(torch.uint8), plain_q.view(torch.uint8))
+    x = torch.randn(40, 24, device=DEVICE)
+    for row_amax in (torch.ones(40, 1, device=DEVICE), torch.ones(24, 1, device=DEVICE, dtype=torch.float64)):
+        with pytest.raises(
+            ValueError, match="the column_amax that quantize_rowwise_with_column_amax returned"
+        ):
+            quant.quantize_rowwise_given_amax(x.t(), row_amax)
+    monkeypatch.setenv(quant.BACKEND_ENV, "torch")
+    ref_q, ref_scales = quant._quantize_torch(x, "rowwise", E4M3)
+    q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)
+    assert column_amax is None and torch.equal(scales, ref_scales) and torch.equal(q, ref_q)
+    q_t, scales_t = quant.quantize_rowwise_given_amax(x.t(), torch.ones(24, 1, device=DEVICE))
+    assert torch.equal(scales_t, quant._quantize_torch(x.t(), "rowwise", E4M3)[1])
+
+
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize(
@@ -301,6 +363,25 @@ def test_gpu_public_api_bit_exact(granularity: str) -> None:
     assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
 
 
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize(("rows", "cols"), [(8192, 4096), (1000, 4100), (3, 8192), (5000, 1)])
+def test_gpu_column_amax_path_bit_exact(rows: int, cols: int) -> None:
+    """The fp8 GEMM's rowwise path (x with its column maxima, then x.T from them) against the torch
+    reference on bf16 with a zero and an outlier, the tuned configs as the autotuner picks them."""
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) * 3
+    x[0, 0] = 0.0
+    x[-1, -1] = 476.0
+    q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)
+    ref_q, ref_scales = quant._quantize_torch(x, "rowwise", E4M3)
+    assert column_amax is not None and torch.equal(column_amax[:, 0], x.float().abs().amax(dim=0))
+    assert torch.equal(scales, ref_scales) and torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+    q_t, scales_t = quant.quantize_rowwise_given_amax(x.t(), column_amax)
+    ref_q_t, ref_scales_t = quant._quantize_torch(x.t(), "rowwise", E4M3)
+    assert torch.equal(scales_t, ref_scales_t)
+    assert torch.equal(q_t.view(torch.uint8), ref_q_t.view(torch.uint8))
+
+
 PINNED_RUN = """
 import torch
 from kernels import quant
@@ -308,15 +389,21 @@ x = torch.randn(40, 300, device="cuda" if torch.cuda.is_available() else "cpu")
 for granularity in ("rowwise", "tensorwise"):  # the 2-D quantiser, then the tensorwise one
     q, scales = quant._quantize_triton(x, granularity, torch.float8_e4m3fn)
     assert torch.equal(scales, quant._quantize_torch(x, granularity, torch.float8_e4m3fn)[1]), granularity
+q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)  # the rowwise pass with column maxima
+assert torch.equal(scales, quant._quantize_torch(x, "rowwise", torch.float8_e4m3fn)[1])
 """
 
 
-def test_one_pinned_config_serves_both_quantisers() -> None:
-    # KERNELS_QUANT_CONFIG is read at import, hence a fresh interpreter; a pin written for the
+@pytest.mark.parametrize(
+    "pin", ["ELEMS=1024,PER_SM=1,STAGES=2,num_warps=4", GPU_TEST_CONFIGS[quant.CONFIG_ENV]]
+)
+def test_one_pinned_config_serves_every_quantiser(pin: str) -> None:
+    # KERNELS_QUANT_CONFIG is read at import, hence a fresh interpreter. A pin written for the
     # tensorwise kernel carries PER_SM and STAGES, which the 2-D kernel does not take (a compiled
     # launch refuses unknown keys, so this fails on a GPU if they reach it; Triton's CPU interpreter
-    # ignores them, so on the CPU it checks only that the pinned run quantises correctly).
-    env = {**os.environ, quant.CONFIG_ENV: "ELEMS=1024,PER_SM=1,STAGES=2,num_warps=4"}
+    # ignores them, so on the CPU it checks only that the pinned run quantises correctly); the GPU
+    # tests' pin carries neither, so a kernel must not need them.
+    env = {**os.environ, quant.CONFIG_ENV: pin}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
     result = subprocess.run([sys.executable, "-c", PINNED_RUN], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

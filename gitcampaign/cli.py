@@ -362,12 +362,31 @@ def round_(ctx: click.Context, hypothesis: str, from_ref: str | None) -> None:
 
     result = open_round(_repo(ctx), _campaign(ctx), hypothesis, from_ref)
     click.echo(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+    _echo_rejected_elsewhere(ctx)
     if result.picked:
         click.echo(
             f"its commit {result.picked[:12]} is {from_ref} applied there; next: `git campaign validate`"
         )
     else:
         click.echo("make ONE change, `git commit` (Hypothesis:/Change: lines), then `git campaign validate`")
+
+
+def _echo_rejected_elsewhere(ctx: click.Context) -> None:
+    """What other campaigns on the op rejected: a new round that repeats one should say why it
+    would fare better now (`git campaign log --op` has every round)."""
+    from gitcampaign.commands.log import rejected_elsewhere
+
+    rejected, unread = rejected_elsewhere(_repo(ctx), _campaign(ctx))
+    if unread:
+        click.echo(f"other campaigns on this op, kept as bundles and not imported: {', '.join(unread)}")
+    if rejected:
+        click.echo(
+            f"rejected by other campaigns on this op ({len(rejected)}; `git campaign log --op` has them all):"
+        )
+    for name, row in rejected:
+        reasons = f" ({row.reasons})" if row.reasons else ""
+        hypothesis = (row.hypothesis[:70] + "...") if len(row.hypothesis) > 73 else row.hypothesis
+        click.echo(f"  {name} round {row.round}{reasons}: {hypothesis}")
 
 
 def _validation_text(result: Any) -> str:
@@ -483,13 +502,31 @@ def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option(
+    "--op",
+    "every_campaign",
+    is_flag=True,
+    help="Every campaign on this campaign's target op, one table each.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def log(ctx: click.Context, as_json: bool) -> None:
+def log(ctx: click.Context, every_campaign: bool, as_json: bool) -> None:
     """The lineage table: every round, its decision and its effect."""
     from gitcampaign.commands.log import log as run
+    from gitcampaign.commands.log import op_log
     from gitcampaign.lineage import log_table
 
+    if every_campaign:
+        found = op_log(_repo(ctx), _campaign(ctx))
+        text = "\n\n".join(
+            f"campaign {c.campaign} ({found.op})\n{log_table(c.rows, c.metric)}" for c in found.campaigns
+        )
+        if found.not_imported:
+            text += "\n\nnot imported, so not above (`git campaign import PATH`): " + ", ".join(
+                found.not_imported
+            )
+        _emit(text, found.to_json(), as_json)
+        return
     result = run(_repo(ctx), _campaign(ctx))
     _emit(log_table(result.rows, result.metric), result.to_json(), as_json)
 

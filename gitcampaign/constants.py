@@ -15,6 +15,7 @@ __all__ = ["ACCEPTED", "GEMM_HEADER", "QUANT_HEADER", "SNR_THRESHOLDS_DB", "Deci
 
 CAMPAIGNS_DIR = "campaigns"
 MANIFEST_FILE = "manifest.yaml"
+BUNDLE_FILE = "lineage.bundle"  # the campaign's lineage as `export` writes it by default
 HARNESS_FILE = "quick_test_bench.py"
 SHAPES_FILE = "shapes.yaml"  # init's copy of a --shapes file, for the benchmark command
 REPORT_FILE = "REPORT.md"

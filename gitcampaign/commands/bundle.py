@@ -23,8 +23,6 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.refs import HEADS, CampaignRef
 from gitcampaign.sync import SyncResult, integrate
 
-BUNDLE_FILE = "lineage.bundle"
-
 
 @dataclass
 class ExportResult:
@@ -39,7 +37,7 @@ class ExportResult:
 
 
 def default_path(name: str) -> str:
-    return f"{C.campaign_dir(name)}/{BUNDLE_FILE}"
+    return f"{C.campaign_dir(name)}/{C.BUNDLE_FILE}"
 
 
 def export(

@@ -14,7 +14,9 @@
 #                         loses its sessions with the machine, and a gain under 2% takes two of ~2:30)
 #   round_from NAME REF [ARGS...]   `git campaign round --from` commit REF (a branch of the bundle,
 #                         its message with the Hypothesis:/Change: lines), then validate it (ARGS)
-#   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME
+#   timed NAME CMD...     any other command (a benchmark script), output in the lane's log as NAME; it
+#                         runs in the lane's clone as checked out at that moment, and campaign steps move
+#                         its HEAD (a round checks out its branch): for main's copy, `from_tree NAME xfer/main`
 #   from_tree NAME REF CMD...   `timed NAME CMD` in a copy of REF's tree (a candidate branch of the
 #                         bundle, xfer/BRANCH), first on PYTHONPATH: a dev script on a kernel not yet in a round
 #   passed NAME           whether the pytest run by the command NAME passed (a gate before the steps

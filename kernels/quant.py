@@ -167,6 +167,7 @@ def _colmax_configs() -> list[triton.Config]:
 _CPU_CONFIG = triton.Config({"ELEMS": 16384}, num_warps=4)
 # Small tiles in the interpreter, so that its few "SMs" each loop over several tiles.
 _CPU_TENSORWISE_CONFIG = triton.Config({"ELEMS": 1024, "PER_SM": 1, "STAGES": 2}, num_warps=4)
+_CPU_COLMAX_CONFIG = triton.Config({"ELEMS": 1024, "STAGES": 2}, num_warps=4)
 
 
 @triton.jit
@@ -498,10 +499,8 @@ _quant_kernel_tuned = triton.autotune(
     key=["R", "C", "GROUP_C", "BLOCK_C", "FP8_MAX"],
 )(_quant_kernel)
 _quant_rows_colmax_kernel_tuned = triton.autotune(
-    configs=without_keys(
-        pick_configs(_colmax_configs(), without_keys([_CPU_TENSORWISE_CONFIG], ("PER_SM",))[0], CONFIG_ENV),
-        ("PER_SM",),
-    ),
+    # Its grid is fixed (COLMAX_PER_SM), so a pinned tensorwise config's PER_SM is dropped here.
+    configs=without_keys(pick_configs(_colmax_configs(), _CPU_COLMAX_CONFIG, CONFIG_ENV), ("PER_SM",)),
     key=["R", "C", "BLOCK_C", "FP8_MAX"],
 )(_quant_rows_colmax_kernel)
 _quant_tensorwise_kernel_tuned = triton.autotune(

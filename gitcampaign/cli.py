@@ -651,13 +651,15 @@ def _next_text(outcome: Any) -> str:
 @click.pass_context
 def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
     """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
-    from gitcampaign.loop import NextRun, next_step, run_next
+    from gitcampaign.loop import STEP_ROUND, NextRun, next_step, run_next
 
     if perform:
         outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
     else:
         outcome = NextRun(next_step(_repo(ctx), _campaign(ctx)))
     _emit(_next_text(outcome), outcome.to_json(), as_json)
+    if not as_json and any(done.step == STEP_ROUND for done in outcome.performed):
+        _echo_rejected_elsewhere(ctx)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -15,6 +15,7 @@ from fixture_campaign import FIXTURES, NAME, restore
 from gitcampaign.cli import cli
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import RoundResult
+from gitcampaign.loop import NextRun, NextStep, Performed
 
 SECOND = "again"
 
@@ -73,3 +74,18 @@ def test_round_lists_what_other_campaigns_on_the_op_rejected(
         f"  {NAME} round 4 (harness_changed)",
         f"  {NAME} round 6 (manual_override)",
     ]
+
+
+def test_next_run_lists_them_too_when_it_opens_a_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _two_campaigns(tmp_path)
+    then = NextStep(SECOND, "validate", "git campaign validate", "a round is open", True)
+    opened = NextRun(then, [Performed("round", RoundResult(2, f"campaign/{SECOND}/round-2", "0" * 40))])
+    monkeypatch.setattr("gitcampaign.loop.run_next", lambda *args: opened)
+    monkeypatch.setattr("gitcampaign.cli._next_text", lambda outcome: "round 2 opened")
+    result = CliRunner().invoke(
+        cli, ["-C", str(root), "-c", SECOND, "next", "--run", "-m", "smaller tiles again"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1].startswith("rejected by other campaigns on this op (3;")

@@ -403,7 +403,10 @@ def test_rowwise_backward_quantises_transposes_from_known_maxima(
                  for t in args) for args in products]  # fmt: skip
     assert len(got) == len(expected)
     assert all(map(torch.equal, sum(got, ()), sum(expected, ())))
-    programs = lambda rows: min(rows, quant.num_sms(a.device, quant.INTERPRETER_SMS) * quant.COLMAX_PER_SM)  # noqa: E731
+
+    def programs(rows: int) -> int:  # the column-maxima pass's programs, so its partials' rows
+        return min(rows, quant.num_sms(a.device, quant.INTERPRETER_SMS) * quant.COLMAX_PER_SM)
+
     reductions = {
         (True, True): [(k, programs(m)), (k, programs(n)), (n, programs(m))],  # a, b, dOut
         (True, False): [(k, programs(n))],  # b's, for b.T

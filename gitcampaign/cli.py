@@ -374,11 +374,14 @@ def round_(ctx: click.Context, hypothesis: str, from_ref: str | None) -> None:
 def _echo_rejected_elsewhere(ctx: click.Context) -> None:
     """What other campaigns on the op rejected: a new round that repeats one should say why it
     would fare better now (`git campaign log --op` has every round)."""
-    from gitcampaign.commands.log import rejected_elsewhere
+    from gitcampaign.commands.log import op_log
 
-    rejected, unread = rejected_elsewhere(_repo(ctx), _campaign(ctx))
-    if unread:
-        click.echo(f"other campaigns on this op, kept as bundles and not imported: {', '.join(unread)}")
+    found = op_log(_repo(ctx), _campaign(ctx))
+    rejected = found.rejected_elsewhere()
+    if found.not_imported:
+        click.echo(
+            f"other campaigns on this op, kept as bundles and not imported: {', '.join(found.not_imported)}"
+        )
     if rejected:
         click.echo(
             f"rejected by other campaigns on this op ({len(rejected)}; `git campaign log --op` has them all):"

@@ -340,7 +340,8 @@ def matmul_blockwise(
 ) -> torch.Tensor:
     """out (M x N) = (x * sx) @ (y * sy).T for blockwise scales; x, y and out TMA-addressable (the
     caller checks: `kernels._common.tma_addressable`), scales as in the module docstring and as
-    `takes` requires (TensorDescriptor asserts the copies' row pitches). num_sms (the persistent grid's width) defaults to the device's multiprocessor count."""
+    `takes` requires (TensorDescriptor asserts the copies' row pitches). num_sms (the persistent
+    grid's width) defaults to the device's multiprocessor count."""
     m, n = x.shape[0], y.shape[0]
     tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N)
     grid = (min(num_sms or device_sms(x.device, 1), tiles),)

@@ -63,6 +63,26 @@ def test_on_grid_inputs_quantise_exactly(granularity: str, rows: int, cols: int)
     assert torch.equal(q.cpu().view(torch.uint8), v.to(E4M3).view(torch.uint8))
 
 
+def _rows_of_mixed_magnitude(rows: int, cols: int) -> torch.Tensor:
+    """Gaussian rows, each scaled by its own power of two in 2^-8..2^7; bf16 on a GPU (where every
+    code must match bit for bit), float32 in the interpreter."""
+    x = torch.randn(rows, cols, device=DEVICE) * torch.exp2(
+        torch.randint(-8, 8, (rows, 1), device=DEVICE).float()
+    )
+    return x.to(torch.bfloat16) if DEVICE == "cuda" else x
+
+
+def _config_id(config: triton.Config) -> str:
+    return "-".join(f"{k}{v}" for k, v in config.kwargs.items()) + f"-w{config.num_warps}"
+
+
+def _pin(monkeypatch: pytest.MonkeyPatch, kernel: str, config: triton.Config) -> None:
+    """Make quant's autotuned `kernel` (`KERNEL_tuned`) launch with `config` alone."""
+    monkeypatch.setattr(
+        quant, f"{kernel}_tuned", triton.autotune(configs=[config], key=["R"])(getattr(quant, kernel))
+    )
+
+
 def _assert_matches_up_to_interpreter_casts(q: torch.Tensor, ref: torch.Tensor, scaled: torch.Tensor) -> None:
     """q equals the reference except where the interpreter's cast deviates in a documented way:
     either a neighbouring fp8 value of the exact scaled value (wrong rounding direction on a tie or
@@ -113,7 +133,7 @@ def test_random_inputs_match_reference(
 @pytest.mark.parametrize(
     "config",
     quant._tensorwise_configs(),
-    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+    ids=_config_id,
 )
 def test_every_tensorwise_config_matches_reference(
     monkeypatch: pytest.MonkeyPatch, config: triton.Config
@@ -122,12 +142,8 @@ def test_every_tensorwise_config_matches_reference(
     tiles than the interpreter's INTERPRETER_SMS x PER_SM programs, split unevenly), one tile a
     program (PER_SM = 0), pipelined or not. 40 x 2500: partial row tile, partial 2048-wide column
     tile. On a GPU the input is bf16 and every code must match bit for bit."""
-    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_tensorwise_kernel)
-    monkeypatch.setattr(quant, "_quant_tensorwise_kernel_tuned", pinned)
-    x = torch.randn(40, 2500, device=DEVICE) * torch.exp2(
-        torch.randint(-8, 8, (40, 1), device=DEVICE).float()
-    )
-    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    _pin(monkeypatch, "_quant_tensorwise_kernel", config)
+    x = _rows_of_mixed_magnitude(40, 2500)
     q, scales = quant._quantize_triton(x, "tensorwise", E4M3)
     ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", E4M3)
     assert torch.equal(scales, ref_scales)
@@ -141,7 +157,7 @@ def test_every_tensorwise_config_matches_reference(
 @pytest.mark.parametrize(
     "config",
     quant._tensorwise_configs(),
-    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+    ids=_config_id,
 )
 @pytest.mark.parametrize(
     ("fp8_dtype", "rows", "cols"),
@@ -153,12 +169,8 @@ def test_tensorwise_transposed_is_one_quantisation_in_both_layouts(
     """quantize_tensorwise_transposed, each GPU autotune config pinned: its codes are the plain
     tensorwise pass's bit for bit, its transposed codes are their transpose, its scale the
     reference's; on a GPU (bf16) the codes are also the reference's bit for bit."""
-    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_tensorwise_kernel)
-    monkeypatch.setattr(quant, "_quant_tensorwise_kernel_tuned", pinned)
-    x = torch.randn(rows, cols, device=DEVICE) * torch.exp2(
-        torch.randint(-8, 8, (rows, 1), device=DEVICE).float()
-    )
-    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    _pin(monkeypatch, "_quant_tensorwise_kernel", config)
+    x = _rows_of_mixed_magnitude(rows, cols)
     q, q_t, scales = quant.quantize_tensorwise_transposed(x, fp8_dtype)
     plain_q, plain_scales = quant._quantize_triton(x, "tensorwise", fp8_dtype)
     ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", fp8_dtype)
@@ -256,7 +268,7 @@ def test_unknown_backend_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     "config",
     quant._colmax_configs(),
-    ids=lambda c: "-".join(f"{k}{v}" for k, v in c.kwargs.items()) + f"-w{c.num_warps}",
+    ids=_config_id,
 )
 @pytest.mark.parametrize(
     ("fp8_dtype", "rows", "cols"),
@@ -270,12 +282,8 @@ def test_rowwise_with_column_amax_is_one_quantisation_and_the_column_maxima(
     the plain rowwise pass's bit for bit and column_amax is each column's |x| maximum; from it,
     quantize_rowwise_given_amax(x.T) is the plain rowwise pass over x.T bit for bit (on a GPU, with
     bf16 input, both are also the reference's)."""
-    pinned = triton.autotune(configs=[config], key=["R"])(quant._quant_rows_colmax_kernel)
-    monkeypatch.setattr(quant, "_quant_rows_colmax_kernel_tuned", pinned)
-    x = torch.randn(rows, cols, device=DEVICE) * torch.exp2(
-        torch.randint(-8, 8, (rows, 1), device=DEVICE).float()
-    )
-    x = x.to(torch.bfloat16) if DEVICE == "cuda" else x
+    _pin(monkeypatch, "_quant_rows_colmax_kernel", config)
+    x = _rows_of_mixed_magnitude(rows, cols)
     q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
     plain_q, plain_scales = quant._quantize_triton(x, "rowwise", fp8_dtype)
     assert column_amax is not None and column_amax.shape == (cols, 1)

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -550,6 +551,51 @@ def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> 
     assert Autotuner._bench is original
     with qtb.configs_compiled_together(torch.device("cpu")):
         assert Autotuner._bench is original
+
+
+def test_the_warm_up_times_configs_briefly_unless_the_kernel_brings_its_benchmark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the warm-up the autotuner times each config with do_bench at TUNING_WARMUP_MS and
+    TUNING_REP_MS, and the winner is still the fastest by that median; the seconds spent are counted.
+    Outside the warm-up the tuner's benchmark is Triton's own again, and a kernel that set its own
+    (`do_bench=`) keeps it inside too."""
+    import triton.testing
+    from triton import Config
+    from triton.runtime.autotuner import Autotuner
+
+    fake = FakeKernel()
+    timings = {1: 3.0, 2: 1.0, 3: 2.0}
+    asked: list[dict[str, object]] = []
+
+    def do_bench(call: Callable[[], object], **kwargs: object) -> list[float]:
+        call()
+        asked.append(kwargs)
+        return [timings[fake.runs[-1][0]]] * 3
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    tuner = Autotuner(fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None)
+    with qtb.configs_compiled_together(torch.device("cuda")) as tuning:
+        tuner.run(7, grid=(1,), warmup=False)
+    brief = {"warmup": qtb.TUNING_WARMUP_MS, "rep": qtb.TUNING_REP_MS, "quantiles": (0.5, 0.2, 0.8)}
+    assert asked == [brief] * 3
+    assert fake.runs[-1] == (2, False) and tuning.seconds > 0
+    assert "do_bench" not in tuner.__dict__  # Triton's default benchmark once the warm-up is over
+
+    own: list[int] = []
+
+    def kernels_bench(call: Callable[[], object], quantiles: object) -> list[float]:
+        call()
+        own.append(fake.runs[-1][0])
+        return [timings[fake.runs[-1][0]]] * 3
+
+    asked.clear()
+    tuner = Autotuner(
+        fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None, do_bench=kernels_bench
+    )
+    with qtb.configs_compiled_together(torch.device("cuda")):
+        tuner.run(8, grid=(1,), warmup=False)
+    assert own == [1, 2, 3] and asked == []
 
 
 def test_the_host_stays_at_most_queue_s_ahead() -> None:

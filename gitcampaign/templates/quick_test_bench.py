@@ -1505,6 +1505,7 @@ class Run:
     gpu_name: str
     seal: Seal | None = None
     warm_up_s: float = 0.0  # spent in untimed first calls (compilation, autotuning), all shapes so far
+    tuning_s: float = 0.0  # of which the autotuner spent timing configs
 
 
 def run_gemm_shape(run: Run, shape: Shape, index: int) -> tuple[GemmRow, list[str]]:
@@ -1556,34 +1557,53 @@ class GemmDraws:
 def warm_up(run: Run, first_call: Callable[[], object]) -> None:
     """The shape's first call (compilation and autotuning), never timed; its seconds go to the log."""
     began = run.clock.perf_counter()
-    with configs_compiled_together(run.device):
+    with configs_compiled_together(run.device) as tuning:
         first_call()
     synchronize(run.device)
     run.warm_up_s += run.clock.perf_counter() - began
+    run.tuning_s += tuning.seconds
+
+
+# The autotuner's timing of one config in the warm-up: do_bench with 5 ms of warm-up calls and 20 ms
+# of timed ones (Triton's defaults: 25 and 100). A 0.05-2 ms kernel still gets 10-400 timed calls, of
+# which the median decides; the first process of each side of a cold validation spent ~16 s timing
+# configs at the defaults (H200, 2026-12-01), the GPU work of all its timed windows.
+TUNING_WARMUP_MS = 5
+TUNING_REP_MS = 20
+
+
+@dataclass
+class Tuning:
+    seconds: float = 0.0  # spent in the autotuner's timing of configs (not in compiling them together)
 
 
 @contextlib.contextmanager
-def configs_compiled_together(device: Any) -> Iterator[None]:
+def configs_compiled_together(device: Any) -> Iterator[Tuning]:
     """While the block runs, an autotuned kernel compiles all its configs at once, in threads, before
-    Triton's autotuner times them one by one as usual (which then finds them compiled).
+    Triton's autotuner times them one by one (which then finds them compiled), each briefly
+    (TUNING_WARMUP_MS, TUNING_REP_MS) unless the kernel brings a benchmark of its own. Yields the
+    seconds the timing took.
 
     Triton compiles an autotuner's configs one after another, each as the benchmark reaches it: the
     first process of each side of a cold validation spent 18-22 s that way (H200, 2026-11-30), the GPU
     idle. Part of a compile holds the GIL (Python builds the IR), the rest does not (the MLIR passes,
-    ptxas in a process of its own). Which config wins is untouched: the timings are Triton's own.
+    ptxas in a process of its own). Which config wins is still Triton's choice, from do_bench's median.
     A config that does not compile fails here silently and again, as Triton reports it, in the
     benchmark. The compiling hooks the autotuner's timing of a key's first config, so a key whose
     tuning is known (in memory, or in the autotune results a validation keeps on disk) compiles only
     the config it launches. Kernels with one config, and the CPU (the interpreter), are left alone."""
+    tuning = Tuning()
     if device.type != "cuda":
-        yield
+        yield tuning
         return
     from concurrent.futures import ThreadPoolExecutor  # campaign-lint: allow S1 -- warm-up compiles
 
+    import triton.testing
     from triton.runtime import _async_compile
     from triton.runtime.autotuner import Autotuner
 
     original = Autotuner._bench
+    brief = functools.partial(triton.testing.do_bench, warmup=TUNING_WARMUP_MS, rep=TUNING_REP_MS)
 
     def bench(self: Any, *args: Any, config: Any, **meta: Any) -> Any:
         configs = self.prune_configs(meta)  # what Autotuner.run is timing, in its order
@@ -1596,11 +1616,26 @@ def configs_compiled_together(device: Any) -> Iterator[None]:
                 for each in configs:
                     with contextlib.suppress(Exception):
                         self.fn.run(*args, warmup=True, **launch, **each.all_kwargs())
-        return original(self, *args, config=config, **meta)
+        # Triton's `do_bench` property caches its benchmark in the instance's __dict__; one there
+        # shadows it for this timing only. A kernel's own benchmark (`do_bench=`) is kept.
+        began = time.perf_counter()
+        own = getattr(self, "_do_bench", None) is not None
+        before = self.__dict__.get("do_bench")
+        if not own:
+            self.__dict__["do_bench"] = brief
+        try:
+            return original(self, *args, config=config, **meta)
+        finally:
+            if not own:
+                if before is None:
+                    del self.__dict__["do_bench"]
+                else:
+                    self.__dict__["do_bench"] = before
+            tuning.seconds += time.perf_counter() - began
 
     Autotuner._bench = bench
     try:
-        yield
+        yield tuning
     finally:
         Autotuner._bench = original
 
@@ -2002,7 +2037,8 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
     all_pass = True
     for index, shape in enumerate(shapes):
         row: GemmRow | QuantRow
-        began, windows_before, warm_up_before = clock.perf_counter(), len(clock.windows), run.warm_up_s
+        began, windows_before = clock.perf_counter(), len(clock.windows)
+        warm_up_before, tuning_before = run.warm_up_s, run.tuning_s
         try:
             row, reasons = run_shape(run, shape, index)
             if startup:
@@ -2026,7 +2062,8 @@ def run_shapes(run: Run, shapes: list[Shape]) -> tuple[list[str], bool]:
         windows_s = sum(window.wall_s for window in clock.windows[windows_before:])
         print(
             f"quick_test_bench: {shape.label}: {clock.perf_counter() - began:.2f} s, {windows_s:.2f} s of it in "
-            f"timed windows, {run.warm_up_s - warm_up_before:.2f} s in first calls (compilation, autotuning), "
+            f"timed windows, {run.warm_up_s - warm_up_before:.2f} s in first calls (compilation, autotuning; "
+            f"{run.tuning_s - tuning_before:.2f} s of it timing configs), "
             "the rest inputs and checks",
             file=sys.stderr,
         )

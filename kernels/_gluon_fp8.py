@@ -16,39 +16,51 @@ Why. Triton's blockwise loop reads ``MMA | F | MMAx3 | WAIT 0x0 | Fx64`` (sass_d
 warpgroups of a program wait for each 128-deep product and then promote it
 (acc += prod * sx * sy), and Triton synchronises them every step, so the tensor cores idle during
 the promotion (0.65-0.86 of cuBLAS). Triton 3.6's automatic warp specialisation computes the second
-consumer's rows wrong for blockwise, so this kernel does it by hand: two consumers tied only by
-mbarriers, so that one promotes while the other's product runs.
+consumer's rows wrong for blockwise, so this kernel does it by hand: consumers tied only by
+mbarriers, so that one promotes while another's product runs.
 
-Grid. Persistent: min(#SMs, tiles) programs, program p computing the 128x128 tiles p, p + P, ... in
+Grid. Persistent: min(#SMs, tiles) programs, program p computing the tiles p, p + P, ... in
 GROUP_M-grouped order (`kernels._common.tile_pid`, as the Triton kernels). BLOCK_K = 128 = one
-scale block = 128 fp8 bytes = one 128-byte swizzle atom.
+scale block = 128 fp8 bytes = one 128-byte swizzle atom. The tile (`tile`): BLOCK_M = 64 rows a
+consumer warpgroup, BLOCK_N one or two 128-wide halves:
+- 192 x 128 (three consumers) for the products with a weight's 128x128 blocks (forward, dA): while
+  one consumer promotes, two have products queued at the tensor cores, and each K block's Y tile
+  serves three consumers instead of two;
+- 128 x 256 (two consumers, each issuing the two halves' wgmma in turn and promoting each into its
+  own 64 x 128 accumulator) for dB's per-column scales: half the X traffic of 128 x 128, and the
+  column scales of a K block in one 1 KiB box;
+- 128 x 128 for fp32 out (gradients of fp32 inputs), whose out buffers leave no room for the
+  others' rings.
 
-Partitions (`gl.warp_specialize`), 9 warps (12 at launch: the producer's warpgroup is padded):
-- producer (a 1-warp worker, 40 registers): fills a STAGES = 4 ring of shared-memory stages, each an
-  X tile (128 x 128 fp8) and a Y tile (128 x 128 fp8), 32 KiB, by TMA from host descriptors; with
-  Y_GROUP_N = 1 also the K block's row and column scales, sx_t[kb, off_m : off_m + 128] and
-  sy_t[kb, off_n : off_n + 128] ([1, 128] fp32 boxes, 512 B each, unswizzled; zero fill past M, N
-  meets TMA's zero-filled operand rows, and those rows and columns are clipped at the store). Each
-  stage has a `full` mbarrier (count 1: the producer's expect-tx arrive, then the TMA bytes; the
-  byte count is all the stage's whole boxes, 32 KiB or 33 KiB, as TMA counts a clipped box whole)
-  and an `empty` mbarrier (count 2: one arrive from each consumer). The producer waits on `empty`
-  with the inverted phase, so the first pass through the ring does not block.
-- consumers 0 (the default partition) and 1 (a worker), 4 warps each, 232 registers (setmaxnreg):
-  consumer c owns rows 64c..64c+63 of the tile, a 64-row slice of the stage's X buffer (a multiple
-  of the 8-row swizzle pattern, so the slice is a valid wgmma operand), and reads the whole Y
-  stage. Per K block: load its scales from global memory (Y_GROUP_N = 128: sx for 64 rows,
-  clamped to M-1, and one sy), wait `full`, with Y_GROUP_N = 1 read its 64 row scales (its 64-slice
-  of the stage's sx row) and the 128 column scales from the stage, issue the async wgmma 64x128x128
-  into a zeroed product, wait for it, a partition-local barrier (all four warps are done reading
-  the stage: the product's operands and the scales), arrive on `empty`, then promote
-  acc += prod * sx * sy. Global scales load before the waits, so their latency hides behind them.
+Partitions (`gl.warp_specialize`): a producer and 2 or 3 consumers, 4 warps each (the producer is
+one warp, its warpgroup padded).
+- producer (24 registers): fills a ring of STAGES shared-memory stages, each K block's X rows as one
+  64 x 128 box a consumer and its Y tile (BLOCK_N x 128), by TMA from host descriptors; with
+  Y_GROUP_N = 1 also the K block's row and column scales, sx_t[kb, rows of each consumer] and
+  sy_t[kb, off_n : off_n + BLOCK_N] ([1, 64] and [1, BLOCK_N] fp32 boxes, unswizzled; zero fill past
+  M, N meets TMA's zero-filled operand rows, and those rows and columns are clipped at the store).
+  Each stage has a `full` mbarrier (count 1: the producer's expect-tx arrive, then the TMA bytes;
+  the byte count is all the stage's whole boxes, as TMA counts a clipped box whole) and an `empty`
+  mbarrier (count: one arrive from each consumer). The producer waits on `empty` with the inverted
+  phase, so the first pass through the ring does not block.
+- consumer c (the default partition is consumer 0) owns rows 64c..64c+63 of the tile: its own X box
+  of the stage (a valid wgmma operand) and the whole Y tile, one 128-wide half at a time. Per K
+  block and half: its scales (Y_GROUP_N = 128: sx for 64 rows from global memory, clamped to M-1,
+  and the half's sy, loaded before the `full` wait so that their latency hides behind it;
+  Y_GROUP_N = 1: its 64 row scales and the half's 128 column scales from the stage), the async
+  wgmma 64x128x128 into a zeroed product, a wait for it, the promotion acc_h += prod * sx * sy. After
+  the last read of the stage a partition-local barrier (all four warps are done reading it) and one
+  arrive on `empty`.
 - the ring index and phase run on across tiles (one iteration counter in every partition; each
   partition walks the same tiles and K blocks, so none waits on a signal that never comes).
-- epilogue per consumer: wait for its previous TMA store to finish reading its own 64x128 buffer,
-  convert acc to the out dtype, store it to the buffer, fence, a partition-local barrier, TMA
-  store (clipped at M, N). Shared memory: 4 x 32 KiB stages (33 KiB with Y_GROUP_N = 1's scales)
-  + 2 x 16 KiB (bf16/fp16) or 2 x 32 KiB (fp32) out buffers = 160 or 192 KiB (164 or 196 KiB),
-  under the 227 KiB, so every out dtype keeps 4 stages.
+- epilogue per consumer: wait for its previous TMA stores to finish reading its 64 x 128 out
+  buffers (one a half), convert the accumulators to the out dtype, store them there, fence, a
+  partition-local barrier, TMA stores (clipped at M, N).
+
+Shared memory (bf16 / fp16 out): 192 x 128, 4 stages of 40 KiB + 3 x 16 KiB out = 208 KiB (213 KiB
+with Y_GROUP_N = 1's scale boxes); 128 x 256, 3 stages of 48 KiB + 4 x 16 KiB = 208 KiB (+ 4.5 KiB of
+scales); 128 x 128 with fp32 out, 4 stages of 32 KiB + 2 x 32 KiB = 192 KiB; all under the 227 KiB a
+block may take.
 
 Why dB's scales come by TMA (Y_GROUP_N = 1). Gathered from the row-major (N, KB) scales, as the
 Triton kernel does, each thread of a consumer loads its ~32 column scales sy[n, kb] every K block,
@@ -62,21 +74,23 @@ operand and K = 8192 tokens, against a 4096 x 4096 x 8192 product of 275 GFLOP),
 launches' time.
 
 Resources (benchmarks/dev/sass_dev.py --kernel gluon_fp8 [--const Y_GROUP_N=1], triton 3.6.0,
-its ptxas for sm_90a, 2026-11-30): .maxnreg 168 at launch (12 warps), which Triton's lowering
-trades by setmaxnreg into 232 for each consumer warpgroup and 40 for the producer's; 0 bytes
-spilled for both scale layouts and every out dtype; 164,072 B shared for bf16/fp16 out, 196,840 B
-for fp32 (Y_GROUP_N = 1: 168,200 B and 200,968 B, the 4 x 1 KiB of scale rows added). Each
-consumer's loop reads ``MMAx4 | WAIT 0x0 | Fx64`` (Y_GROUP_N = 128: one FFMA an accumulator
-element, sx * sy computed ahead, the scales' loads issued before the `full` wait) or
-``MMAx4 | WAIT 0x0 | Fx128`` (Y_GROUP_N = 1: FMUL and FFMA; after the `full` wait, 2 ld.shared.b32
-of row scales and 16 ld.shared.v2 of column scales a thread, then the wgmma). In the PTX of
-Y_GROUP_N = 1 the producer's expect-tx is 33,792 bytes, followed by four TMA loads a stage.
-Compiled with the Y_GROUP_N = 1 path added, Y_GROUP_N = 128's SASS is byte for byte what it was.
-The global scale addresses are formed in the loop from int32 offsets (`sx_ptr + (sx_offs + kb)`):
-in the per-column gather that the TMA path replaced, `sy_ptr + kb + sy_offs` made LLVM hoist 32
-64-bit pointers a thread out of the loop and ptxas spill 28 bytes. Triton's shared-memory barrier
-analysis adds a partition-local bar.sync before each `full` wait (consecutive waits on one barrier
-array with a dynamic index); the four warps of a consumer are in step there anyway.
+its ptxas for sm_90a, 2026-12-01; `REGISTERS`): at launch 128 registers a thread for 16 warps (three
+consumers) or 168 for 12 (two), which Triton's lowering trades by setmaxnreg into 160 (three) or 240
+(two) a consumer thread and 24 for the producer's; 0 bytes spilled for every shipped tile and out
+dtype. Each consumer's loop reads ``MMAx4 | WAIT 0x0 | Fx64`` (192 x 128: one FFMA an accumulator
+element, sx * sy computed ahead) or ``MMAx4 | WAIT 0x0 | Fx94 | MMA | Fx34 | MMAx3 | WAIT 0x0 |
+Fx128`` (128 x 256, Y_GROUP_N = 1: FMUL and FFMA an element; ptxas starts the second half's wgmma
+under the end of the first half's promotion). A second half needs two accumulators and a product,
+192 registers: LLVM sank the first promotion below the second wgmma (both products live: 644 bytes
+spilled at 240 registers) until the first accumulator went through an opaque copy (`_pinned`), and
+at 232 registers a consumer the tile spilled 68 bytes. The same tile for the weight-block products
+spills at any split (420 bytes), and three consumers with per-column scales (32 column scales a
+thread beside 128 registers of accumulator and product, at 160) spill 216. The global scale
+addresses are formed in the loop from int32 offsets (`sx_ptr + (sx_offs + kb)`): a per-column
+gather with `sy_ptr + kb + sy_offs` made LLVM hoist 32 64-bit pointers a thread out of the loop and
+ptxas spill 28 bytes. Triton's shared-memory barrier analysis adds a partition-local bar.sync
+before each `full` wait (consecutive waits on one barrier array with a dynamic index); the four
+warps of a consumer are in step there anyway.
 
 Measured (H200, `benchmarks/dev/fp8_dev.py`, do_bench, cuBLAS block scaling through F.scaled_mm in
 the same process, vendor ms / ours ms on the Llama-3.1-8B products, 2026-11-30): forward 0.86-1.04
@@ -86,6 +100,13 @@ kernel's 0.65-0.67, so round 3 sent only the products with 128x128 weight blocks
 fp8-blockwise-3, round 3 (that split): the blockwise step +10.2%. Round 4, dB with its scales by
 TMA (the path above): dB 0.87-0.93 of cuBLAS (~800 TFLOP/s), the blockwise step +13.2% more
 (2026-12-01).
+The tiles (`fp8_dev.py --granularities blockwise --sections 2g`, 2026-12-01, the four layers'
+forward, dA and dB, vendor ms / ours ms, every tile checked against 128 x 128 at >= 50 dB):
+128 x 128 forward 0.85-0.94, dA 0.77-0.95, dB 0.90-0.96; 192 x 128 forward 0.94-0.95, dA 0.89-1.03
+(dB 0.77-0.90, spilling); 128 x 256 dB 1.00-1.07 (at 232 registers a consumer, spilling 68 bytes:
+0.93-1.05; forward and dA 0.52-0.59, spilling 420). The layers' three products at the shipped tiles
+against 128 x 128: qkv 1.305 -> 1.231 ms, o 0.893 -> 0.826, gate_up 6.463 -> 5.807, down 3.158 ->
+2.901.
 
 Rejected:
 - keeping one wgmma in flight within a consumer while promoting the previous product
@@ -116,17 +137,22 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from kernels._common import interpreting, tile_pid
 from kernels._common import num_sms as device_sms
 
-BLOCK_M = 128
-BLOCK_N = 128
+CONSUMER_ROWS = 64  # a consumer warpgroup's rows of the tile: BLOCK_M = 64 * consumers
+HALF_N = 128  # one wgmma's N: BLOCK_N is one or two of them
+# The tile, (consumers, BLOCK_N), for 16-bit out: the products with a weight's 128x128 blocks
+# (forward, dA) and those with per-column y scales (dB). fp32 out takes FP32_TILE, whose out buffers
+# leave room for that tile's ring only.
+TILE_WEIGHT_BLOCKS = (3, 128)
+TILE_COLUMN_SCALES = (2, 256)
+FP32_TILE = (2, 128)
 BLOCK_K = 128  # one scale block
-STAGES = 4
+# Ring stages by tile: what fits beside the out buffers in 227 KiB.
+STAGES = {(2, 128): 4, (2, 256): 3, (3, 128): 4}
 GROUP_M = 8
-CONSUMER_ROWS = BLOCK_M // 2
-# Registers a thread: the producer needs a handful; the consumers take what is left of the 64K
-# (168 a thread at launch for 12 warps: 40 * 128 + 232 * 256 <= 168 * 384).
-LAUNCH_REGISTERS = 168
-PRODUCER_REGISTERS = 40
-CONSUMER_REGISTERS = 232
+# Registers a thread by consumers: at launch, a consumer's and the producer's. The producer needs a
+# handful, the consumers take what is left of the 64K (12 warps: 24 * 128 + 240 * 256 <= 168 * 384;
+# 16 warps: 24 * 128 + 160 * 384 <= 128 * 512).
+REGISTERS = {2: (168, 240, 24), 3: (128, 160, 24)}
 
 _GL_DTYPES = {
     torch.float8_e4m3fn: gl.float8e4nv,
@@ -140,21 +166,21 @@ _GL_DTYPES = {
 @gluon.jit
 def _producer(
     x_desc, y_desc, x_bufs, y_bufs, sx_desc, sy_desc, sx_bufs, sy_bufs, full_bars, empty_bars,
-    Y_GROUP_N: gl.constexpr, GROUP_M: gl.constexpr,
+    Y_GROUP_N: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
 ):  # fmt: skip
-    """TMA loads of every tile's K blocks into the ring, one stage per K block (with Y_GROUP_N = 1,
-    the K block's 128 row scales and 128 column scales too)."""
-    BLOCK_M: gl.constexpr = x_desc.block_type.shape[0]
+    """TMA loads of every tile's K blocks into the ring, one stage per K block: a box of X rows for
+    each consumer and the Y tile (with Y_GROUP_N = 1, the K block's row and column scales too)."""
+    ROWS: gl.constexpr = x_desc.block_type.shape[0]  # one consumer's rows: X comes in a box each
+    BLOCK_M: gl.constexpr = ROWS * CONSUMERS
     BLOCK_N: gl.constexpr = y_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = x_desc.block_type.shape[1]
-    STAGES: gl.constexpr = x_bufs.type.shape[0]
     if Y_GROUP_N == 1:
         STAGE_BYTES: gl.constexpr = (
-            x_desc.block_type.nbytes + y_desc.block_type.nbytes + sx_desc.block_type.nbytes
+            CONSUMERS * (x_desc.block_type.nbytes + sx_desc.block_type.nbytes) + y_desc.block_type.nbytes
             + sy_desc.block_type.nbytes
         )  # fmt: skip
     else:
-        STAGE_BYTES: gl.constexpr = x_desc.block_type.nbytes + y_desc.block_type.nbytes
+        STAGE_BYTES: gl.constexpr = CONSUMERS * x_desc.block_type.nbytes + y_desc.block_type.nbytes
     num_pid_m = gl.cdiv(x_desc.shape[0], BLOCK_M)
     num_pid_n = gl.cdiv(y_desc.shape[0], BLOCK_N)
     k_tiles = gl.cdiv(x_desc.shape[1], BLOCK_K)
@@ -168,39 +194,53 @@ def _producer(
             mbarrier.wait(empty_bars.index(stage), ((step // STAGES) & 1) ^ 1)
             full = full_bars.index(stage)
             mbarrier.expect(full, STAGE_BYTES)
-            tma.async_copy_global_to_shared(
-                x_desc, [pid_m * BLOCK_M, kb * BLOCK_K], full, x_bufs.index(stage)
-            )
+            for c in gl.static_range(CONSUMERS):
+                tma.async_copy_global_to_shared(
+                    x_desc,
+                    [pid_m * BLOCK_M + c * ROWS, kb * BLOCK_K],
+                    full,
+                    x_bufs.index(stage * CONSUMERS + c),
+                )
+                if Y_GROUP_N == 1:  # row kb of the kb-major scale copies: contiguous floats
+                    tma.async_copy_global_to_shared(
+                        sx_desc, [kb, pid_m * BLOCK_M + c * ROWS], full, sx_bufs.index(stage * CONSUMERS + c)
+                    )
             tma.async_copy_global_to_shared(
                 y_desc, [pid_n * BLOCK_N, kb * BLOCK_K], full, y_bufs.index(stage)
             )
-            if Y_GROUP_N == 1:  # row kb of the kb-major scale copies: 128 contiguous floats each
-                tma.async_copy_global_to_shared(sx_desc, [kb, pid_m * BLOCK_M], full, sx_bufs.index(stage))
+            if Y_GROUP_N == 1:
                 tma.async_copy_global_to_shared(sy_desc, [kb, pid_n * BLOCK_N], full, sy_bufs.index(stage))
             step += 1
+
+
+@gluon.jit
+def _pinned(x):
+    """x, through an asm statement with side effects: what computes x stays before what follows."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.float32, is_pure=False, pack=1)
 
 
 @gluon.jit
 def _consumer(
     x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx_ptr, sy_ptr, M, N, K, stride_sxm,
     stride_sym, sx_bufs, sy_bufs, CONSUMER: gl.constexpr, Y_GROUP_N: gl.constexpr,
-    GROUP_M: gl.constexpr,
+    GROUP_M: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
 ):  # fmt: skip
     """Rows CONSUMER * 64 .. + 63 of every tile: wgmma per K block, promotion, TMA store. The scales
     come from sx_ptr, sy_ptr (Y_GROUP_N a multiple of 128) or from the ring's sx_bufs, sy_bufs
     (Y_GROUP_N = 1: sx_ptr, sy_ptr are then the producer's descriptors, unused here)."""
-    STAGES: gl.constexpr = x_bufs.type.shape[0]
-    BLOCK_M: gl.constexpr = x_bufs.type.shape[1]
+    ROWS: gl.constexpr = x_bufs.type.shape[1]
+    BLOCK_M: gl.constexpr = ROWS * CONSUMERS
     BLOCK_K: gl.constexpr = x_bufs.type.shape[2]
     BLOCK_N: gl.constexpr = y_bufs.type.shape[1]
-    ROWS: gl.constexpr = out_bufs.type.shape[1]
-    # One warpgroup, the whole 128-wide N in each instruction (m16 n128 k32 for fp8).
+    HALF: gl.constexpr = out_bufs.type.shape[2]  # one wgmma's N: 128
+    HALVES: gl.constexpr = BLOCK_N // HALF
+    gl.static_assert(HALVES == 1 or HALVES == 2, "BLOCK_N is one or two 128-wide halves")
+    # One warpgroup, a 128-wide half of N in each instruction (m16 n128 k32 for fp8).
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32]
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HALF, 32]
     )
     row_layout: gl.constexpr = gl.SliceLayout(1, mma_layout)
     col_layout: gl.constexpr = gl.SliceLayout(0, mma_layout)
-    out_buf = out_bufs.index(CONSUMER)
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     k_tiles = gl.cdiv(K, BLOCK_K)
@@ -210,43 +250,73 @@ def _consumer(
         off_m = pid_m * BLOCK_M + CONSUMER * ROWS
         off_n = pid_n * BLOCK_N
         if Y_GROUP_N != 1:
-            # Rows past M read a real scale and multiply TMA's zero fill. An offset, not pointers.
+            # Rows past M read a real scale and multiply TMA's zero fill. Offsets, not pointers.
             sx_offs = gl.minimum(off_m + gl.arange(0, ROWS, layout=row_layout), M - 1) * stride_sxm
-            sy_offs = (off_n // Y_GROUP_N) * stride_sym  # one scale: the tile is in one block
-        acc = gl.zeros([ROWS, BLOCK_N], gl.float32, layout=mma_layout)
+            # One scale a half (a half is in one block); a second half past N reads the last.
+            sy_offs0 = (off_n // Y_GROUP_N) * stride_sym
+            sy_offs1 = (gl.minimum(off_n + HALF, N - 1) // Y_GROUP_N) * stride_sym
+        acc0 = gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout)
+        acc1 = gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout)  # HALVES == 1: unused
         for kb in range(k_tiles):
             if Y_GROUP_N != 1:
                 sx = gl.load(sx_ptr + (sx_offs + kb))
-                sy = gl.load(sy_ptr + (sy_offs + kb))
+                row_scale0 = sx * gl.load(sy_ptr + (sy_offs0 + kb))
+                if HALVES == 2:
+                    row_scale1 = sx * gl.load(sy_ptr + (sy_offs1 + kb))
             stage = step % STAGES
             mbarrier.wait(full_bars.index(stage), (step // STAGES) & 1)
             if Y_GROUP_N == 1:  # in the stage, valid once `full` completes; zeros past M / N
-                sx = sx_bufs.index(stage).reshape([BLOCK_M]).slice(CONSUMER * ROWS, ROWS).load(row_layout)
-                sy = sy_bufs.index(stage).reshape([BLOCK_N]).load(col_layout)
-            x_buf = x_bufs.index(stage).slice(CONSUMER * ROWS, ROWS)
-            y_buf = y_bufs.index(stage).permute((1, 0))
+                sx = sx_bufs.index(stage * CONSUMERS + CONSUMER).reshape([ROWS]).load(row_layout)
+                sy = sy_bufs.index(stage).reshape([BLOCK_N]).slice(0, HALF).load(col_layout)
+            x_buf = x_bufs.index(stage * CONSUMERS + CONSUMER)
+            y_buf = y_bufs.index(stage).slice(0, HALF).permute((1, 0))
             prod = warpgroup_mma(
-                x_buf, y_buf, gl.zeros([ROWS, BLOCK_N], gl.float32, layout=mma_layout), use_acc=False,
+                x_buf, y_buf, gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout), use_acc=False,
                 is_async=True,
             )  # fmt: skip
             prod, x_buf, y_buf = warpgroup_mma_wait(num_outstanding=0, deps=(prod, x_buf, y_buf))
-            # The arrive comes from one thread: every warp of this consumer must be done reading the
-            # stage (the product's operands and, with Y_GROUP_N = 1, the scales).
-            gl.thread_barrier()
-            mbarrier.arrive(empty_bars.index(stage), count=1)
+            if HALVES == 1:
+                # The arrive comes from one thread: every warp of this consumer must be done reading
+                # the stage (the product's operands and, with Y_GROUP_N = 1, the scales).
+                gl.thread_barrier()
+                mbarrier.arrive(empty_bars.index(stage), count=1)
             if Y_GROUP_N == 1:
-                acc += prod * gl.expand_dims(sx, 1) * gl.expand_dims(sy, 0)
+                acc0 += prod * gl.expand_dims(sx, 1) * gl.expand_dims(sy, 0)
             else:
-                acc += prod * gl.expand_dims(sx * sy, 1)
+                acc0 += prod * gl.expand_dims(row_scale0, 1)
+            if HALVES == 2:  # the second half of the stage's Y tile, promoted into acc1
+                # LLVM would sink acc0's promotion below this wgmma: two products live at once, more
+                # than the 240 registers, spilled (644 bytes). An opaque copy of acc0 keeps it above.
+                acc0 = _pinned(acc0)
+                y_buf = y_bufs.index(stage).slice(HALF, HALF).permute((1, 0))
+                prod = warpgroup_mma(
+                    x_buf, y_buf, gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout), use_acc=False,
+                    is_async=True,
+                )  # fmt: skip
+                prod, x_buf, y_buf = warpgroup_mma_wait(num_outstanding=0, deps=(prod, x_buf, y_buf))
+                if Y_GROUP_N == 1:
+                    sy = sy_bufs.index(stage).reshape([BLOCK_N]).slice(HALF, HALF).load(col_layout)
+                gl.thread_barrier()  # as above: the stage is read, then one arrive
+                mbarrier.arrive(empty_bars.index(stage), count=1)
+                if Y_GROUP_N == 1:
+                    acc1 += prod * gl.expand_dims(sx, 1) * gl.expand_dims(sy, 0)
+                else:
+                    acc1 += prod * gl.expand_dims(row_scale1, 1)
             step += 1
-        # The previous tile's store must have read the buffer before it is overwritten, and every
-        # warp must see that (the wait is the issuing thread's).
+        # The previous tile's stores must have read the buffers before they are overwritten, and
+        # every warp must see that (the wait is the issuing thread's).
         tma.store_wait(pendings=0)
         gl.thread_barrier()
-        out_buf.store(acc.to(out_desc.dtype))
+        out_bufs.index(CONSUMER * HALVES).store(acc0.to(out_desc.dtype))
+        if HALVES == 2:
+            out_bufs.index(CONSUMER * HALVES + 1).store(acc1.to(out_desc.dtype))
         fence_async_shared()
         gl.thread_barrier()
-        tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_buf)
+        tma.async_copy_shared_to_global(out_desc, [off_m, off_n], out_bufs.index(CONSUMER * HALVES))
+        if HALVES == 2:
+            tma.async_copy_shared_to_global(
+                out_desc, [off_m, off_n + HALF], out_bufs.index(CONSUMER * HALVES + 1)
+            )
     tma.store_wait(pendings=0)
 
 
@@ -254,9 +324,9 @@ def _consumer(
 def _gemm_fp8_blockwise_ws_kernel(
     x_desc, y_desc, out_desc, sx, sy, stride_sxm, stride_sym,
     Y_GROUP_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    PRODUCER_REGISTERS: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr,
+    PRODUCER_REGISTERS: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr, CONSUMERS: gl.constexpr = 2,
 ):  # fmt: skip
-    """C = (X * sx) @ (Y * sy).T with blockwise scales: a producer and two 64-row consumers. sx, sy:
+    """C = (X * sx) @ (Y * sy).T with blockwise scales: a producer and CONSUMERS 64-row consumers. sx, sy:
     the scales' pointers (Y_GROUP_N a multiple of 128), or TMA descriptors of their kb-major copies
     (Y_GROUP_N = 1; the strides are then unused)."""
     gl.static_assert(x_desc.block_type.shape[1] == 128, "BLOCK_K must be the 128-deep scale block")
@@ -264,11 +334,17 @@ def _gemm_fp8_blockwise_ws_kernel(
     M = x_desc.shape[0]
     N = y_desc.shape[0]
     K = x_desc.shape[1]
-    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    x_bufs = gl.allocate_shared_memory(
+        x_desc.dtype, [STAGES * CONSUMERS] + x_desc.block_type.shape, x_desc.layout
+    )
     y_bufs = gl.allocate_shared_memory(y_desc.dtype, [STAGES] + y_desc.block_type.shape, y_desc.layout)
-    out_bufs = gl.allocate_shared_memory(out_desc.dtype, [2] + out_desc.block_type.shape, out_desc.layout)
+    # Per consumer, one 64 x 128 out buffer for each 128-wide half of the tile.
+    HALVES: gl.constexpr = y_desc.block_type.shape[0] // out_desc.block_type.shape[1]
+    out_bufs = gl.allocate_shared_memory(
+        out_desc.dtype, [CONSUMERS * HALVES] + out_desc.block_type.shape, out_desc.layout
+    )
     if Y_GROUP_N == 1:  # a [1, 128] fp32 row of scales per stage and operand
-        sx_bufs = gl.allocate_shared_memory(sx.dtype, [STAGES] + sx.block_type.shape, sx.layout)
+        sx_bufs = gl.allocate_shared_memory(sx.dtype, [STAGES * CONSUMERS] + sx.block_type.shape, sx.layout)
         sy_bufs = gl.allocate_shared_memory(sy.dtype, [STAGES] + sy.block_type.shape, sy.layout)
     else:
         sx_bufs = gl.constexpr(0)
@@ -277,22 +353,44 @@ def _gemm_fp8_blockwise_ws_kernel(
     empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(full_bars.index(i), count=1)
-        mbarrier.init(empty_bars.index(i), count=2)  # one arrive from each consumer
+        mbarrier.init(empty_bars.index(i), count=CONSUMERS)  # one arrive from each consumer
     fence_async_shared()
 
-    # fmt: off
-    gl.warp_specialize(
-        [
-            (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
-                         stride_sxm, stride_sym, sx_bufs, sy_bufs, 0, Y_GROUP_N, GROUP_M)),
-            (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
-                         stride_sxm, stride_sym, sx_bufs, sy_bufs, 1, Y_GROUP_N, GROUP_M)),
-            (_producer, (x_desc, y_desc, x_bufs, y_bufs, sx, sy, sx_bufs, sy_bufs, full_bars, empty_bars,
-                         Y_GROUP_N, GROUP_M)),
-        ],
-        [4, 1],  # warps of the workers: consumer 1, producer (consumer 0 is the default partition)
-        [CONSUMER_REGISTERS, PRODUCER_REGISTERS],
-    )
+    if CONSUMERS == 3:
+        # fmt: off
+        gl.warp_specialize(
+            [
+                (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
+                             stride_sxm, stride_sym, sx_bufs, sy_bufs, 0, Y_GROUP_N, GROUP_M,
+                             STAGES, CONSUMERS)),
+                (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
+                             stride_sxm, stride_sym, sx_bufs, sy_bufs, 1, Y_GROUP_N, GROUP_M,
+                             STAGES, CONSUMERS)),
+                (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
+                             stride_sxm, stride_sym, sx_bufs, sy_bufs, 2, Y_GROUP_N, GROUP_M,
+                             STAGES, CONSUMERS)),
+                (_producer, (x_desc, y_desc, x_bufs, y_bufs, sx, sy, sx_bufs, sy_bufs, full_bars, empty_bars,
+                             Y_GROUP_N, GROUP_M, STAGES, CONSUMERS)),
+            ],
+            [4, 4, 1],  # warps of the workers: consumer 1, producer (consumer 0 is the default partition)
+            [CONSUMER_REGISTERS, CONSUMER_REGISTERS, PRODUCER_REGISTERS],
+        )
+    else:
+        # fmt: off
+        gl.warp_specialize(
+            [
+                (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
+                             stride_sxm, stride_sym, sx_bufs, sy_bufs, 0, Y_GROUP_N, GROUP_M,
+                             STAGES, CONSUMERS)),
+                (_consumer, (x_bufs, y_bufs, out_bufs, full_bars, empty_bars, out_desc, sx, sy, M, N, K,
+                             stride_sxm, stride_sym, sx_bufs, sy_bufs, 1, Y_GROUP_N, GROUP_M,
+                             STAGES, CONSUMERS)),
+                (_producer, (x_desc, y_desc, x_bufs, y_bufs, sx, sy, sx_bufs, sy_bufs, full_bars, empty_bars,
+                             Y_GROUP_N, GROUP_M, STAGES, CONSUMERS)),
+            ],
+            [4, 1],  # warps of the workers: consumer 1, producer (consumer 0 is the default partition)
+            [CONSUMER_REGISTERS, PRODUCER_REGISTERS],
+        )
     # fmt: on
     # Every partition has returned: no TMA load or arrive is pending on the barriers.
     for i in gl.static_range(STAGES):
@@ -311,11 +409,18 @@ def runs_on(device: torch.device) -> bool:
 
 def takes(device: torch.device, y_group_n: int, m: int, n: int) -> bool:
     """Whether this kernel runs an M x N product on `device` (runs_on) with these y scales: a
-    weight's 128x128 blocks (Y_GROUP_N a multiple of BLOCK_N), or dB's 1x128 blocks where M and N
+    weight's 128x128 blocks (Y_GROUP_N a multiple of HALF_N), or dB's 1x128 blocks where M and N
     are multiples of 4 (the rows of the kb-major scale copies are then 16-byte pitched, as TMA
     needs). The operands' own TMA addressing is the caller's check."""
-    scales_fit = y_group_n % BLOCK_N == 0 or (y_group_n == 1 and m % 4 == 0 and n % 4 == 0)
+    scales_fit = y_group_n % HALF_N == 0 or (y_group_n == 1 and m % 4 == 0 and n % 4 == 0)
     return scales_fit and runs_on(device)
+
+
+def tile(y_group_n: int, out_dtype: torch.dtype) -> tuple[int, int]:
+    """(consumers, BLOCK_N) of the products with these y scales into out_dtype."""
+    if out_dtype == torch.float32:
+        return FP32_TILE
+    return TILE_COLUMN_SCALES if y_group_n == 1 else TILE_WEIGHT_BLOCKS
 
 
 def _descriptor(tensor: torch.Tensor, block: list[int]) -> TensorDescriptor:
@@ -343,19 +448,22 @@ def matmul_blockwise(
     `takes` requires (TensorDescriptor asserts the copies' row pitches). num_sms (the persistent
     grid's width) defaults to the device's multiprocessor count."""
     m, n = x.shape[0], y.shape[0]
-    tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N)
+    consumers, block_n = tile(y_group_n, out.dtype)
+    tiles = triton.cdiv(m, CONSUMER_ROWS * consumers) * triton.cdiv(n, block_n)
+    launch_registers, consumer_registers, producer_registers = REGISTERS[consumers]
     grid = (min(num_sms or device_sms(x.device, 1), tiles),)
     # kb-major copies, so that a K block's 128 row (column) scales are one box; a [1, 128] box gets
     # an unswizzled layout, which the kernel's scale buffers take from the descriptors.
     if y_group_n == 1:
-        sx_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sx), [1, BLOCK_M])
-        sy_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sy), [1, BLOCK_N])
+        sx_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sx), [1, CONSUMER_ROWS])
+        sy_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sy), [1, block_n])
     else:
         sx_arg, sy_arg = sx, sy
     _gemm_fp8_blockwise_ws_kernel[grid](
-        _descriptor(x, [BLOCK_M, BLOCK_K]), _descriptor(y, [BLOCK_N, BLOCK_K]),
-        _descriptor(out, [CONSUMER_ROWS, BLOCK_N]), sx_arg, sy_arg, sx.stride(0), sy.stride(0),
-        Y_GROUP_N=y_group_n, STAGES=STAGES, GROUP_M=GROUP_M, PRODUCER_REGISTERS=PRODUCER_REGISTERS,
-        CONSUMER_REGISTERS=CONSUMER_REGISTERS, num_warps=4, maxnreg=LAUNCH_REGISTERS,
+        _descriptor(x, [CONSUMER_ROWS, BLOCK_K]), _descriptor(y, [block_n, BLOCK_K]),
+        _descriptor(out, [CONSUMER_ROWS, HALF_N]), sx_arg, sy_arg, sx.stride(0), sy.stride(0),
+        Y_GROUP_N=y_group_n, STAGES=STAGES[consumers, block_n], GROUP_M=GROUP_M,
+        PRODUCER_REGISTERS=producer_registers, CONSUMER_REGISTERS=consumer_registers, CONSUMERS=consumers,
+        num_warps=4, maxnreg=launch_registers,
     )  # fmt: skip
     return out

@@ -106,22 +106,30 @@ def test_the_grouped_tiles_compile_as_launched(compiled: dict[str, subprocess.Co
 def test_the_gluon_kernel_keeps_its_accumulator_in_registers(
     y_group_n: str, compiled: dict[str, subprocess.CompletedProcess[str]]
 ) -> None:
-    """kernels/_gluon_fp8.py for every out dtype: no spills (the per-column y scales of Y_GROUP_N = 1
-    spilled 28 bytes while LLVM hoisted their 64-bit addresses), the partitions' register split
-    (setmaxnreg 232 for the consumers, 40 for the producer), shared memory under the 227 KiB a
-    block may take, and one wgmma loop per consumer that waits for its product (WAIT 0x0: never a
-    wgmma left in flight across the promotion, which makes ptxas serialise them)."""
+    """kernels/_gluon_fp8.py at the tile it ships for every out dtype: no spills (the per-column y
+    scales of Y_GROUP_N = 1 spilled 28 bytes while LLVM hoisted their 64-bit addresses; the 128 x 256
+    tile's two accumulators spilled 644 while LLVM sank a promotion below the next wgmma), the
+    partitions' register split (160 a consumer of three, 240 of two, 24 for the producer), shared
+    memory under the 227 KiB a block may take, and one wgmma loop per consumer that waits for each
+    half's product (WAIT 0x0: never a wgmma left in flight across a promotion, which makes ptxas
+    serialise them)."""
     run = "--kernel gluon_fp8" + ("" if y_group_n == "128" else " --const Y_GROUP_N=1")
     stdout = compiled[run].stdout
-    lines = re.findall(
-        r"^  (\d+) registers, (\d+) bytes spilled, (\d+) B shared, setmaxnreg (.*)$", stdout, re.M
+    tiles = re.findall(
+        r"^BLOCK_M=(\d+),BLOCK_N=(\d+),.*\n  \d+ registers, (\d+) bytes spilled, (\d+) B shared, "
+        r"setmaxnreg (.*)\n  loop: (.*)$",
+        stdout,
+        re.M,
     )
-    assert len(lines) == 3, stdout  # bf16, fp16, fp32 out
-    for _, spilled, shared, setmaxnreg in lines:
+    assert len(tiles) == 3, stdout  # bf16, fp16, fp32 out
+    # Three consumers for the weight blocks' 16-bit outs, two (128 x 256) for the column scales'.
+    assert {(int(m), int(n)) for m, n, *_ in tiles[:2]} == {(192, 128) if y_group_n == "128" else (128, 256)}
+    for block_m, block_n, spilled, shared, setmaxnreg, loop in tiles:
+        consumers, halves = int(block_m) // 64, int(block_n) // 128
         assert int(spilled) == 0 and int(shared) <= 227 * 1024, stdout
-        assert "inc 232" in setmaxnreg and "dec 40" in setmaxnreg, stdout
-    loops = re.findall(r"^  loop: (.*)$", stdout, re.M)
-    promotion = "Fx64" if y_group_n == "128" else "Fx128"
-    assert loops and all(
-        loop == f"MMAx4 | WAIT 0x0 | {promotion} || MMAx4 | WAIT 0x0 | {promotion}" for loop in loops
-    )
+        assert f"inc {160 if consumers == 3 else 240}" in setmaxnreg and "dec 24" in setmaxnreg, stdout
+        loops = loop.split(" || ")
+        assert len(loops) == consumers, stdout
+        for each in loops:
+            mmas = sum(int(count or 1) for count in re.findall(r"MMA(?:x(\d+))?", each))
+            assert mmas == 4 * halves and each.count("WAIT 0x0") == halves and "WAIT 0x1" not in each, stdout

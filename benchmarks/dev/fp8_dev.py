@@ -1,7 +1,7 @@
 """GPU check and timing of kernels.gemm_fp8 on the Llama-3.1-8B mbs=1 shapes (M = 8192 tokens).
 
     python benchmarks/dev/fp8_dev.py [--skip-configs] [--pointer] [--layers qkv,o,gate_up,down]
-        [--granularities tensorwise,rowwise,blockwise] [--sections 1,2,3,3b,3c,4]
+        [--granularities tensorwise,rowwise,blockwise] [--sections 1,2,2g,3,3b,3c,4]
 
 Sections, each printed as it finishes:
 1. correctness: out, dA, dB of gemm_fp8 against float64 (the harness's SNR: out >= 25 dB, gradients
@@ -9,7 +9,9 @@ Sections, each printed as it finishes:
 2. kernel alone on pre-quantised operands (forward, dA and dB products) against the torch backend's
    product (torch._scaled_mm, or what reference_kind prints for blockwise); with --pointer also the
    pointer kernel (the TMA kernel's fallback, forced) on the forward product (its autotuning adds
-   about a minute).
+   about a minute). 2g. blockwise only: each tile of the Gluon kernel (`_gluon_fp8.STAGES`: consumers
+   x BLOCK_N) on the three products, each checked against the 2 x 128 tile (>= 50 dB: the same fp8
+   products summed in another order).
 3. whole op (quantisation + GEMMs) forward and forward+backward against F.linear in bf16, and against
    the fp8 torch backend (torch quantiser + cuBLAS); 3b. where one step's GPU time goes, kernel by
    kernel (torch.profiler); 3c. the host's time to launch one step, with the GPU kept busy so that
@@ -43,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gitcampaign.shapes import preset  # noqa: E402
 from gitcampaign.templates.quick_test_bench import SNR_THRESHOLDS_DB, snr_db  # noqa: E402
+from kernels import _gluon_fp8, quant  # noqa: E402
 from kernels import gemm_fp8 as fp8  # noqa: E402
-from kernels import quant  # noqa: E402
 
 START = time.perf_counter()
 # The granularities a run covers (--granularities).
@@ -188,6 +190,41 @@ def time_kernels(layers: list[tuple[str, int, int, int]], pointer: bool) -> None
                         old = _ms(products.ours(product))
                     cells += f"{old:9.3f}{old / ours:7.2f}"
                 print(f"{name:<8}{product:<8}{f'{pm},{pn},{pk}':<18}{cells}", flush=True)
+
+
+@contextmanager
+def _gluon_tile(consumers: int, block_n: int) -> Iterator[None]:
+    """Every 16-bit product of the Gluon kernel at this tile."""
+    saved = _gluon_fp8.TILE_WEIGHT_BLOCKS, _gluon_fp8.TILE_COLUMN_SCALES
+    _gluon_fp8.TILE_WEIGHT_BLOCKS = _gluon_fp8.TILE_COLUMN_SCALES = (consumers, block_n)
+    try:
+        yield
+    finally:
+        _gluon_fp8.TILE_WEIGHT_BLOCKS, _gluon_fp8.TILE_COLUMN_SCALES = saved
+
+
+def time_gluon_tiles(layers: list[tuple[str, int, int, int]]) -> None:
+    tiles = sorted(_gluon_fp8.STAGES)
+    print(f"\n== 2g. the Gluon kernel's tiles, blockwise (ms, speed = vendor / ours) {_elapsed()}")
+    print(f"{'layer':<8}{'product':<8}{'vendor':>8}" + "".join(f"{f'{c}x64 x {n}':>16}" for c, n in tiles))
+    for name, m, n, k in layers:
+        products = Products(*_inputs(m, n, k), "blockwise")
+        for product in ("fwd", "dA", "dB"):
+            vendor = _ms(products.vendor(product))
+            with _gluon_tile(2, 128):
+                want = products.ours(product)().double()
+            cells = ""
+            for consumers, block_n in tiles:
+                with _gluon_tile(consumers, block_n):
+                    try:
+                        snr = snr_db(want, products.ours(product)().double())
+                        ours = _ms(products.ours(product))
+                    except Exception as error:  # noqa: BLE001 - a dev script reports and goes on
+                        print(f"{consumers} x {block_n}: {type(error).__name__}: {str(error)[:300]}")
+                        cells += f"{'error':>16}"
+                        continue
+                cells += f"{ours:9.3f}{vendor / ours:5.2f}{'' if snr >= 50 else '!':>2}"
+            print(f"{name:<8}{product:<8}{vendor:8.3f}{cells}", flush=True)
 
 
 def _grads_of(fn: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor) -> object:
@@ -352,7 +389,7 @@ def main() -> None:
     parser.add_argument("--pointer", action="store_true", help="time the pointer (fallback) kernel too")
     parser.add_argument("--layers", default="qkv,o,gate_up,down", help="comma-separated subset")
     parser.add_argument("--granularities", default=",".join(fp8.GRANULARITIES), help="comma-separated subset")
-    parser.add_argument("--sections", default="1,2,3,3b,3c,4", help="comma-separated subset")
+    parser.add_argument("--sections", default="1,2,2g,3,3b,3c,4", help="comma-separated subset")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("fp8_dev.py needs a CUDA GPU (Hopper for fp8 wgmma and TMA)")
@@ -361,7 +398,8 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     layers = [layer for layer in _layers() if layer[0] in args.layers.split(",")]
     ok = check_snr(layers) if "1" in sections else True
-    steps = {"2": lambda: time_kernels(layers, pointer=args.pointer), "3": lambda: time_whole_op(layers),
+    steps = {"2": lambda: time_kernels(layers, pointer=args.pointer), "2g": lambda: time_gluon_tiles(layers),
+             "3": lambda: time_whole_op(layers),
              "3b": lambda: time_breakdown(layers), "3c": lambda: time_host(layers)}  # fmt: skip
     for section, run in steps.items():
         if section in sections:

@@ -38,9 +38,9 @@ before a WAIT that leaves the MMA in flight. Found with it (2026-11-30, triton 3
   carried across steps (the prefetch), on the grouped kernel, and on the fp8 kernel with K = 1.
 
 --kernel gluon_fp8 is the blockwise kernel of kernels/_gluon_fp8.py (Gluon, warp-specialised by
-hand, one shape: 128x128 tiles, BLOCK_K = 128, 4 stages; --const Y_GROUP_N=1 for the dB product's
-per-column scales), compiled for each out dtype (bf16, and fp16/fp32 for gradients) from host TMA
-descriptors. Its loop line has one loop per consumer partition, joined by ` || `; the resource
+hand, BLOCK_K = 128; --const Y_GROUP_N=1 for the dB product's per-column scales), compiled for each
+out dtype (bf16, and fp16/fp32 for gradients) from host TMA descriptors, at the tile it ships for
+that dtype and scale layout (`_gluon_fp8.tile`), or at --gluon-tile CONSUMERS,BLOCK_N. Its loop line has one loop per consumer partition, joined by ` || `; the resource
 line adds the `setmaxnreg` values of the partitions (the registers ptxas reports are the launch's
 .maxnreg, which the partitions then trade).
 """
@@ -131,7 +131,7 @@ def compile_config(
 GLUON_OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
+def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype, consumers: int, block_n: int) -> Any:
     """kernels._gluon_fp8's kernel as `matmul_blockwise` launches it: host TMA descriptors (their
     signature taken from descriptors of CPU tensors), the scales as pointers (Y_GROUP_N = 128) or as
     descriptors of their kb-major copies (Y_GROUP_N = 1), pointers and row strides marked as dividing
@@ -139,13 +139,15 @@ def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
     fn = _gluon_fp8._gemm_fp8_blockwise_ws_kernel
     operand = torch.empty(256, 256, dtype=torch.float8_e4m3fn)
     out = torch.empty(256, 256, dtype=out_dtype)
-    block_k = [_gluon_fp8.BLOCK_M, _gluon_fp8.BLOCK_K]
+    rows = _gluon_fp8.CONSUMER_ROWS
+    launch_registers, consumer_registers, producer_registers = _gluon_fp8.REGISTERS[consumers]
     constants = {
         "Y_GROUP_N": 128,
-        "STAGES": _gluon_fp8.STAGES,
+        "STAGES": _gluon_fp8.STAGES[consumers, block_n],
         "GROUP_M": _gluon_fp8.GROUP_M,
-        "PRODUCER_REGISTERS": _gluon_fp8.PRODUCER_REGISTERS,
-        "CONSUMER_REGISTERS": _gluon_fp8.CONSUMER_REGISTERS,
+        "PRODUCER_REGISTERS": producer_registers,
+        "CONSUMER_REGISTERS": consumer_registers,
+        "CONSUMERS": consumers,
         **constants,
     }
     unknown = sorted(set(constants) - set(fn.arg_names))
@@ -154,15 +156,15 @@ def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
     if constants["Y_GROUP_N"] == 1:
         copy = _gluon_fp8._kb_major(torch.empty(256, 2))
         scales = {
-            "sx": mangle_type(_gluon_fp8._descriptor(copy, [1, _gluon_fp8.BLOCK_M])),
-            "sy": mangle_type(_gluon_fp8._descriptor(copy, [1, _gluon_fp8.BLOCK_N])),
+            "sx": mangle_type(_gluon_fp8._descriptor(copy, [1, rows])),
+            "sy": mangle_type(_gluon_fp8._descriptor(copy, [1, block_n])),
         }
     else:
         scales = {"sx": "*fp32", "sy": "*fp32"}
     signature = {
-        "x_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
-        "y_desc": mangle_type(_gluon_fp8._descriptor(operand, block_k)),
-        "out_desc": mangle_type(_gluon_fp8._descriptor(out, [_gluon_fp8.CONSUMER_ROWS, _gluon_fp8.BLOCK_N])),
+        "x_desc": mangle_type(_gluon_fp8._descriptor(operand, [rows, _gluon_fp8.BLOCK_K])),
+        "y_desc": mangle_type(_gluon_fp8._descriptor(operand, [block_n, _gluon_fp8.BLOCK_K])),
+        "out_desc": mangle_type(_gluon_fp8._descriptor(out, [rows, _gluon_fp8.HALF_N])),
         **scales,
         "stride_sxm": "i32",
         "stride_sym": "i32",
@@ -176,7 +178,7 @@ def compile_gluon(constants: dict[str, Any], out_dtype: torch.dtype) -> Any:
     return triton.compile(
         GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constants.items()}, aligned),
         target=SM90,
-        options={"num_warps": 4, "maxnreg": _gluon_fp8.LAUNCH_REGISTERS},
+        options={"num_warps": 4, "maxnreg": launch_registers},
     )
 
 
@@ -252,6 +254,7 @@ def main() -> None:
         "--granularity", choices=sorted(gemm_fp8._SCALING_CODE), default="blockwise", help="gemm_fp8"
     )
     parser.add_argument("--const", action="append", default=[], help="NAME=INT, a constexpr of the kernel")
+    parser.add_argument("--gluon-tile", help="CONSUMERS,BLOCK_N: gluon_fp8 at this tile, not the shipped ones")
     parser.add_argument(
         "--config", help="one config (the kernels' *_CONFIG syntax); default: the shipped tiles"
     )
@@ -264,7 +267,7 @@ def main() -> None:
         name: int(value) for name, _, value in (c.partition("=") for c in args.const)
     }
     if args.kernel == "gluon_fp8":
-        main_gluon(constants)
+        main_gluon(constants, tuple(map(int, args.gluon_tile.split(","))) if args.gluon_tile else None)
         return
     configs = [parse_config(args.config)] if args.config else KERNELS[args.kernel][3]()
     if args.kernel == "gemm_fp8":
@@ -289,17 +292,19 @@ def main() -> None:
         print(f"  loop: {loop_order(kernel.asm['cubin'])}")
 
 
-def main_gluon(constants: dict[str, Any]) -> None:
-    """The Gluon kernel's lines, one per out dtype, in the other kernels' format."""
+def main_gluon(constants: dict[str, Any], tile: tuple[int, int] | None) -> None:
+    """The Gluon kernel's lines, one per out dtype, in the other kernels' format: the tile it ships
+    for that dtype and Y_GROUP_N (`_gluon_fp8.tile`), or the one given."""
     print(f"triton {triton.__version__}, sm_90, gluon_fp8 {constants}")
     for out_dtype in GLUON_OUT_DTYPES:
+        consumers, block_n = tile or _gluon_fp8.tile(constants.get("Y_GROUP_N", 128), out_dtype)
         name = (
-            f"BLOCK_M={_gluon_fp8.BLOCK_M},BLOCK_N={_gluon_fp8.BLOCK_N},BLOCK_K={_gluon_fp8.BLOCK_K},"
-            f"GROUP_M={_gluon_fp8.GROUP_M},STAGES={_gluon_fp8.STAGES},out={str(out_dtype).split('.')[-1]},"
-            "warps=4+4+1"
+            f"BLOCK_M={_gluon_fp8.CONSUMER_ROWS * consumers},BLOCK_N={block_n},BLOCK_K={_gluon_fp8.BLOCK_K},"
+            f"GROUP_M={_gluon_fp8.GROUP_M},STAGES={_gluon_fp8.STAGES[consumers, block_n]},"
+            f"out={str(out_dtype).split('.')[-1]},warps={'4+' * consumers}1"
         )
         try:
-            kernel = compile_gluon(constants, out_dtype)
+            kernel = compile_gluon(constants, out_dtype, consumers, block_n)
         except (RuntimeError, CompilationError) as exc:
             print(f"{name}\n  does not compile: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             continue

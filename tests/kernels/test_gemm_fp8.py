@@ -495,6 +495,7 @@ def test_gpu_backends_agree(
         (64, 256, 256),  # one 64-row slice: consumer 1's rows are all past M
     ],
 )
+@pytest.mark.parametrize("tile", sorted(_gluon_fp8.STAGES), ids=lambda tile: f"{tile[0]}x64x{tile[1]}")
 def test_gpu_gluon_blockwise(
     monkeypatch: pytest.MonkeyPatch,
     launches: dict[str, _LaunchSpy],
@@ -502,6 +503,7 @@ def test_gpu_gluon_blockwise(
     m: int,
     n: int,
     k: int,
+    tile: tuple[int, int],
 ) -> None:
     """The Gluon kernel (through the unpinned dispatch) against the Triton TMA kernel (pinned) on the
     same quantised operands, both y scale layouts (128x128 blocks; 1x128, dB's), fp32 and bf16 out:
@@ -511,6 +513,8 @@ def test_gpu_gluon_blockwise(
     if not _gluon_fp8.runs_on(torch.device("cuda")):
         pytest.skip("the Gluon kernel runs on sm_90 (H100/H200) only")
     monkeypatch.delenv(module.CONFIG_ENV, raising=False)
+    monkeypatch.setattr(_gluon_fp8, "TILE_WEIGHT_BLOCKS", tile)  # both scale layouts at this tile
+    monkeypatch.setattr(_gluon_fp8, "TILE_COLUMN_SCALES", tile)
     for y_kind, y_group_n in (("block128", quant.BLOCK), ("blockwise", 1)):
         x, sx = quant.quantize(torch.randn(m, k, device="cuda"), "blockwise", torch.float8_e4m3fn)
         y, sy = quant.quantize(torch.randn(n, k, device="cuda"), y_kind, torch.float8_e4m3fn)

@@ -58,10 +58,23 @@ CHANGE_RE = re.compile(r"^change:\s*\S", re.IGNORECASE)
 MESSAGE_FORMAT = "Hypothesis: <what you expect and why>\nChange: <the one change this round makes>"
 
 
+# A line that starts a message's next labelled paragraph (`Change:`), ending the one before it.
+LABEL_RE = re.compile(r"^[A-Za-z][\w-]*:(\s|$)")
+
+
 def hypothesis_of(message: str) -> str:
-    """The text of a round commit message's `Hypothesis:` line ('' without one)."""
-    line = next((line for line in message.splitlines() if HYPOTHESIS_RE.match(line)), "")
-    return line.split(":", 1)[1].strip() if line else ""
+    """The text of a round commit message's `Hypothesis:` paragraph, its lines joined ('' without
+    one): the labelled line and the lines that continue it, up to a blank line or the next label."""
+    lines = message.splitlines()
+    start = next((i for i, line in enumerate(lines) if HYPOTHESIS_RE.match(line)), None)
+    if start is None:
+        return ""
+    text = [lines[start].split(":", 1)[1].strip()]
+    for line in lines[start + 1 :]:
+        if not line.strip() or LABEL_RE.match(line):
+            break
+        text.append(line.strip())
+    return " ".join(text)
 
 
 def missing_message_lines(lines: Iterable[str]) -> list[str]:

@@ -22,6 +22,7 @@ from gitcampaign.commands.hooks import (
 )
 from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import HOOK_NAMES, hook_script, install_hooks
+from gitcampaign.vocabulary import hypothesis_of
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHEATS = Path(__file__).parent / "cheats"
@@ -209,6 +210,26 @@ def test_commit_msg_requires_hypothesis_and_change(
     assert code == int(blocked)
     if blocked:
         assert "Hypothesis: <what you expect and why>" in text
+
+
+@pytest.mark.parametrize(
+    ("message", "hypothesis"),
+    [
+        ("Hypothesis: bigger tiles\nChange: BLOCK_N 256\n", "bigger tiles"),
+        # Wrapped: the paragraph goes on to the next label (a round from a candidate branch lost
+        # everything after its first line, 2026-12-01) ...
+        (
+            "tiles\n\nHypothesis: the tile leaves the tensor cores idle\nwhile both consumers promote.\n"
+            "Kernel alone (H200): 0.81 -> 0.88.\nChange: three consumers\n",
+            "the tile leaves the tensor cores idle while both consumers promote. Kernel alone (H200): 0.81 -> 0.88.",
+        ),
+        # ... or to a blank line.
+        ("Hypothesis: fewer launches\n\nMeasured later.\nChange: fuse\n", "fewer launches"),
+        ("Change: only\n", ""),
+    ],
+)
+def test_the_hypothesis_is_its_whole_paragraph(message: str, hypothesis: str) -> None:
+    assert hypothesis_of(message) == hypothesis
 
 
 def test_commit_msg_is_free_off_round_branches(campaign_repo: Path, tmp_path: Path) -> None:

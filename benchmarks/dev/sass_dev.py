@@ -254,7 +254,9 @@ def main() -> None:
         "--granularity", choices=sorted(gemm_fp8._SCALING_CODE), default="blockwise", help="gemm_fp8"
     )
     parser.add_argument("--const", action="append", default=[], help="NAME=INT, a constexpr of the kernel")
-    parser.add_argument("--gluon-tile", help="CONSUMERS,BLOCK_N: gluon_fp8 at this tile, not the shipped ones")
+    parser.add_argument(
+        "--gluon-tile", help="CONSUMERS,BLOCK_N: gluon_fp8 at this tile, not the shipped ones"
+    )
     parser.add_argument(
         "--config", help="one config (the kernels' *_CONFIG syntax); default: the shipped tiles"
     )

@@ -1565,9 +1565,10 @@ def warm_up(run: Run, first_call: Callable[[], object]) -> None:
 
 
 # The autotuner's timing of one config in the warm-up: do_bench with 5 ms of warm-up calls and 20 ms
-# of timed ones (Triton's defaults: 25 and 100). A 0.05-2 ms kernel still gets 10-400 timed calls, of
-# which the median decides; the first process of each side of a cold validation spent ~16 s timing
-# configs at the defaults (H200, 2026-12-01), the GPU work of all its timed windows.
+# of timed ones (Triton's defaults: 25 and 100). A kernel of 2 ms or less still gets 10 timed calls
+# or more, of which the median decides. A cold process of the fp8 rowwise op on the four Llama-3.1-8B
+# shapes spent 13.7 of its 23.4 s of first calls timing configs at the defaults, 3.6 of 12.9 s at
+# these (H200, 2026-12-01).
 TUNING_WARMUP_MS = 5
 TUNING_REP_MS = 20
 

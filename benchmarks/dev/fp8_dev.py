@@ -9,9 +9,9 @@ Sections, each printed as it finishes:
 2. kernel alone on pre-quantised operands (forward, dA and dB products) against the torch backend's
    product (torch._scaled_mm, or what reference_kind prints for blockwise); with --pointer also the
    pointer kernel (the TMA kernel's fallback, forced) on the forward product (its autotuning adds
-   about a minute). 2g. blockwise only: each tile of the Gluon kernel (`_gluon_fp8.STAGES`: consumers
-   x BLOCK_N) on the three products, each checked against the 2 x 128 tile (>= 50 dB: the same fp8
-   products summed in another order).
+   about a minute). 2g. blockwise only: each tile of the Gluon kernel (`_gluon_fp8.STAGES`: 64 rows a
+   consumer x BLOCK_N) on the three products, each checked against the 128x128 tile (>= 50 dB: the
+   same fp8 products summed in another order).
 3. whole op (quantisation + GEMMs) forward and forward+backward against F.linear in bf16, and against
    the fp8 torch backend (torch quantiser + cuBLAS); 3b. where one step's GPU time goes, kernel by
    kernel (torch.profiler); 3c. the host's time to launch one step, with the GPU kept busy so that
@@ -206,7 +206,7 @@ def _gluon_tile(consumers: int, block_n: int) -> Iterator[None]:
 def time_gluon_tiles(layers: list[tuple[str, int, int, int]]) -> None:
     tiles = sorted(_gluon_fp8.STAGES)
     print(f"\n== 2g. the Gluon kernel's tiles, blockwise (ms, speed = vendor / ours) {_elapsed()}")
-    print(f"{'layer':<8}{'product':<8}{'vendor':>8}" + "".join(f"{f'{c}x64 x {n}':>16}" for c, n in tiles))
+    print(f"{'layer':<8}{'product':<8}{'vendor':>8}" + "".join(f"{f'{64 * c}x{n}':>16}" for c, n in tiles))
     for name, m, n, k in layers:
         products = Products(*_inputs(m, n, k), "blockwise")
         for product in ("fwd", "dA", "dB"):

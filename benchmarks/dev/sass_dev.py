@@ -40,9 +40,10 @@ before a WAIT that leaves the MMA in flight. Found with it (2026-11-30, triton 3
 --kernel gluon_fp8 is the blockwise kernel of kernels/_gluon_fp8.py (Gluon, warp-specialised by
 hand, BLOCK_K = 128; --const Y_GROUP_N=1 for the dB product's per-column scales), compiled for each
 out dtype (bf16, and fp16/fp32 for gradients) from host TMA descriptors, at the tile it ships for
-that dtype and scale layout (`_gluon_fp8.tile`), or at --gluon-tile CONSUMERS,BLOCK_N. Its loop line has one loop per consumer partition, joined by ` || `; the resource
-line adds the `setmaxnreg` values of the partitions (the registers ptxas reports are the launch's
-.maxnreg, which the partitions then trade).
+that dtype and scale layout (`_gluon_fp8.tile`), or at --gluon-tile CONSUMERS,BLOCK_N. Its loop line
+has one loop per consumer partition, joined by ` || `; the resource line adds the `setmaxnreg`
+values of the partitions (the registers ptxas reports are the launch's .maxnreg, which the
+partitions then trade).
 """
 
 from __future__ import annotations

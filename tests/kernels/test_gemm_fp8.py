@@ -495,7 +495,7 @@ def test_gpu_backends_agree(
         (64, 256, 256),  # one 64-row slice: consumer 1's rows are all past M
     ],
 )
-@pytest.mark.parametrize("tile", sorted(_gluon_fp8.STAGES), ids=lambda tile: f"{tile[0]}x64x{tile[1]}")
+@pytest.mark.parametrize("tile", sorted(_gluon_fp8.STAGES), ids=lambda tile: f"{64 * tile[0]}x{tile[1]}")
 def test_gpu_gluon_blockwise(
     monkeypatch: pytest.MonkeyPatch,
     launches: dict[str, _LaunchSpy],

@@ -343,7 +343,7 @@ def _gemm_fp8_blockwise_ws_kernel(
     out_bufs = gl.allocate_shared_memory(
         out_desc.dtype, [CONSUMERS * HALVES] + out_desc.block_type.shape, out_desc.layout
     )
-    if Y_GROUP_N == 1:  # a [1, 128] fp32 row of scales per stage and operand
+    if Y_GROUP_N == 1:  # fp32 rows of scales: [1, 64] a consumer and [1, BLOCK_N] a stage
         sx_bufs = gl.allocate_shared_memory(sx.dtype, [STAGES * CONSUMERS] + sx.block_type.shape, sx.layout)
         sy_bufs = gl.allocate_shared_memory(sy.dtype, [STAGES] + sy.block_type.shape, sy.layout)
     else:
@@ -372,7 +372,7 @@ def _gemm_fp8_blockwise_ws_kernel(
                 (_producer, (x_desc, y_desc, x_bufs, y_bufs, sx, sy, sx_bufs, sy_bufs, full_bars, empty_bars,
                              Y_GROUP_N, GROUP_M, STAGES, CONSUMERS)),
             ],
-            [4, 4, 1],  # warps of the workers: consumer 1, producer (consumer 0 is the default partition)
+            [4, 4, 1],  # warps of the workers: consumers 1 and 2, producer (consumer 0: the default)
             [CONSUMER_REGISTERS, CONSUMER_REGISTERS, PRODUCER_REGISTERS],
         )
     else:

@@ -254,9 +254,11 @@ def _consumer(
             sx_offs = gl.minimum(off_m + gl.arange(0, ROWS, layout=row_layout), M - 1) * stride_sxm
             # One scale a half (a half is in one block); a second half past N reads the last.
             sy_offs0 = (off_n // Y_GROUP_N) * stride_sym
-            sy_offs1 = (gl.minimum(off_n + HALF, N - 1) // Y_GROUP_N) * stride_sym
+            if HALVES == 2:
+                sy_offs1 = (gl.minimum(off_n + HALF, N - 1) // Y_GROUP_N) * stride_sym
         acc0 = gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout)
-        acc1 = gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout)  # HALVES == 1: unused
+        if HALVES == 2:
+            acc1 = gl.zeros([ROWS, HALF], gl.float32, layout=mma_layout)
         for kb in range(k_tiles):
             if Y_GROUP_N != 1:
                 sx = gl.load(sx_ptr + (sx_offs + kb))
@@ -324,7 +326,7 @@ def _consumer(
 def _gemm_fp8_blockwise_ws_kernel(
     x_desc, y_desc, out_desc, sx, sy, stride_sxm, stride_sym,
     Y_GROUP_N: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    PRODUCER_REGISTERS: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr, CONSUMERS: gl.constexpr = 2,
+    PRODUCER_REGISTERS: gl.constexpr, CONSUMER_REGISTERS: gl.constexpr, CONSUMERS: gl.constexpr,
 ):  # fmt: skip
     """C = (X * sx) @ (Y * sy).T with blockwise scales: a producer and CONSUMERS 64-row consumers. sx, sy:
     the scales' pointers (Y_GROUP_N a multiple of 128), or TMA descriptors of their kb-major copies

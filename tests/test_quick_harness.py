@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -539,7 +540,7 @@ def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> 
         return [timings[fake.runs[-1][0]]] * 3
 
     tuner = Autotuner(fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None, do_bench=bench)
-    with qtb.configs_compiled_together(torch.device("cuda")):
+    with qtb.configs_compiled_together(torch.device("cuda"), time.perf_counter):
         assert Autotuner._bench is not original
         tuner.run(7, grid=(1,), warmup=False)
         compiled, timed = fake.runs[:3], fake.runs[3:]
@@ -549,7 +550,7 @@ def test_the_warm_up_compiles_every_config_before_the_autotuner_times_them() -> 
         tuner.run(7, grid=(1,), warmup=False)  # the key's tuning is known: nothing compiled, 2 launched
         assert fake.runs == [(2, False)]
     assert Autotuner._bench is original
-    with qtb.configs_compiled_together(torch.device("cpu")):
+    with qtb.configs_compiled_together(torch.device("cpu"), time.perf_counter):
         assert Autotuner._bench is original
 
 
@@ -575,7 +576,7 @@ def test_the_warm_up_times_configs_briefly_unless_the_kernel_brings_its_benchmar
 
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
     tuner = Autotuner(fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None)
-    with qtb.configs_compiled_together(torch.device("cuda")) as tuning:
+    with qtb.configs_compiled_together(torch.device("cuda"), time.perf_counter) as tuning:
         tuner.run(7, grid=(1,), warmup=False)
     brief = {"warmup": qtb.TUNING_WARMUP_MS, "rep": qtb.TUNING_REP_MS, "quantiles": (0.5, 0.2, 0.8)}
     assert asked == [brief] * 3
@@ -593,7 +594,7 @@ def test_the_warm_up_times_configs_briefly_unless_the_kernel_brings_its_benchmar
     tuner = Autotuner(
         fake, ["x"], [Config({"B": b}) for b in timings], ["x"], None, None, do_bench=kernels_bench
     )
-    with qtb.configs_compiled_together(torch.device("cuda")):
+    with qtb.configs_compiled_together(torch.device("cuda"), time.perf_counter):
         tuner.run(8, grid=(1,), warmup=False)
     assert own == [1, 2, 3] and asked == []
 

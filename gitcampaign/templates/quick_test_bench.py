@@ -1557,7 +1557,7 @@ class GemmDraws:
 def warm_up(run: Run, first_call: Callable[[], object]) -> None:
     """The shape's first call (compilation and autotuning), never timed; its seconds go to the log."""
     began = run.clock.perf_counter()
-    with configs_compiled_together(run.device) as tuning:
+    with configs_compiled_together(run.device, run.clock.perf_counter) as tuning:
         first_call()
     synchronize(run.device)
     run.warm_up_s += run.clock.perf_counter() - began
@@ -1565,10 +1565,10 @@ def warm_up(run: Run, first_call: Callable[[], object]) -> None:
 
 
 # The autotuner's timing of one config in the warm-up: do_bench with 5 ms of warm-up calls and 20 ms
-# of timed ones (Triton's defaults: 25 and 100). A kernel of 2 ms or less still gets 10 timed calls
-# or more, of which the median decides. A cold process of the fp8 rowwise op on the four Llama-3.1-8B
-# shapes spent 13.7 of its 23.4 s of first calls timing configs at the defaults, 3.6 of 12.9 s at
-# these (H200, 2026-12-01).
+# of timed ones (Triton's defaults: 25 and 100), about 20 ms / the kernel's time of timed calls (9
+# for a 2 ms kernel, ~100 for 0.1 ms with do_bench's L2 clear), of which the median decides. A cold
+# process of the fp8 rowwise op on the four Llama-3.1-8B shapes spent 13.7 of its 23.4 s of first
+# calls timing configs at the defaults, 3.6 of 12.9 s at these (H200, 2026-12-01).
 TUNING_WARMUP_MS = 5
 TUNING_REP_MS = 20
 
@@ -1579,11 +1579,11 @@ class Tuning:
 
 
 @contextlib.contextmanager
-def configs_compiled_together(device: Any) -> Iterator[Tuning]:
+def configs_compiled_together(device: Any, perf_counter: Callable[[], float]) -> Iterator[Tuning]:
     """While the block runs, an autotuned kernel compiles all its configs at once, in threads, before
     Triton's autotuner times them one by one (which then finds them compiled), each briefly
     (TUNING_WARMUP_MS, TUNING_REP_MS) unless the kernel brings a benchmark of its own. Yields the
-    seconds the timing took.
+    seconds the timing took, by `perf_counter` (the clock's original, which no kernel can replace).
 
     Triton compiles an autotuner's configs one after another, each as the benchmark reaches it: the
     first process of each side of a cold validation spent 18-22 s that way (H200, 2026-11-30), the GPU
@@ -1619,7 +1619,7 @@ def configs_compiled_together(device: Any) -> Iterator[Tuning]:
                         self.fn.run(*args, warmup=True, **launch, **each.all_kwargs())
         # Triton's `do_bench` property caches its benchmark in the instance's __dict__; one there
         # shadows it for this timing only. A kernel's own benchmark (`do_bench=`) is kept.
-        began = time.perf_counter()
+        began = perf_counter()
         own = getattr(self, "_do_bench", None) is not None
         before = self.__dict__.get("do_bench")
         if not own:
@@ -1632,7 +1632,7 @@ def configs_compiled_together(device: Any) -> Iterator[Tuning]:
                     del self.__dict__["do_bench"]
                 else:
                     self.__dict__["do_bench"] = before
-            tuning.seconds += time.perf_counter() - began
+            tuning.seconds += perf_counter() - began
 
     Autotuner._bench = bench
     try:

@@ -45,9 +45,9 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
   git config user.name "gitcampaign dogfood" && git config user.email dogfood@gitcampaign.invalid
   git fetch -q "$bundle" 'refs/heads/*:refs/remotes/xfer/*'  # candidates: round_from NAME BRANCH
   export CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$dir/repo${PYTHONPATH:+:$PYTHONPATH} LANE_LOG=$dir/log
-  # A round's tests compile its kernels cold: in 8 processes where pytest-xdist is installed, also for
+  # A round's tests compile its kernels cold: in 16 processes where pytest-xdist is installed, also for
   # campaigns whose test command predates `init`'s -n default.
-  python3 -c "import xdist" 2>/dev/null && export PYTEST_ADDOPTS="-n 8"
+  python3 -c "import xdist" 2>/dev/null && export PYTEST_ADDOPTS="-n 16"
   # The tool runs from main's copy, taken now: `python -m gitcampaign` in the clone would import the
   # checked-out round's gitcampaign, so a round (or a campaign started before a fix) would run, and
   # could change, the code that judges it.

@@ -115,7 +115,7 @@ def test_init_runs_the_tests_in_several_processes_where_pytest_xdist_is_installe
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xdist: bool
 ) -> None:
     """On a GPU a round's tests compile its kernels cold, so the default test and acceptance commands
-    spread them over up to 8 processes; without pytest-xdist, plain pytest (no -n it cannot parse)."""
+    spread them over up to 16 processes; without pytest-xdist, plain pytest (no -n it cannot parse)."""
     real = importlib.util.find_spec
     monkeypatch.setattr(
         init_module.importlib.util,
@@ -128,7 +128,7 @@ def test_init_runs_the_tests_in_several_processes_where_pytest_xdist_is_installe
     (root / "tests" / "test_other.py").write_text("")
     init(root, InitOptions(name="t", op="gemm", shapes="shapes.yaml", quick_command="python bench.py"))
     manifest = parse_manifest(git(root, "show", "HEAD:campaigns/t/manifest.yaml"), "manifest.yaml")
-    spread = " -n auto --maxprocesses 8" if xdist else ""
+    spread = " -n auto --maxprocesses 16" if xdist else ""
     assert manifest.test_command == f"python -m pytest -q{spread} tests/kernels/test_gemm.py"
     assert manifest.acceptance_command == f"python -m pytest -q{spread}"
 

@@ -113,11 +113,17 @@ PYTEST_CONFIGS = (
 )
 
 
+# On a GPU a round's tests compile its kernels cold, one core a process: on a 16-core H200 machine
+# 8 processes took the grouped GEMM's tests from 40 s to 22 s and every kernel test from 180 s to
+# 48 s; 16 took the fp8 GEMM's from 40.7 s to 36.6 s in pytest (cold Triton cache, 2026-12-01).
+# Bounded: a node of 128 cores would otherwise start a CUDA context a core on one GPU.
+MAX_TEST_PROCESSES = 16
+
+
 def pytest_command(target: str = "") -> str:
-    """`python -m pytest -q [TARGET]`, spread over up to 8 processes where pytest-xdist is installed:
-    on a GPU a round's tests compile its kernels cold, and 8 processes compile them in parallel
-    (the grouped GEMM's tests 40 s -> 22 s, every kernel test over 180 s -> 48 s on an H200 node)."""
-    parallel = " -n auto --maxprocesses 8" if importlib.util.find_spec("xdist") else ""
+    """`python -m pytest -q [TARGET]`, spread over up to MAX_TEST_PROCESSES processes where
+    pytest-xdist is installed."""
+    parallel = f" -n auto --maxprocesses {MAX_TEST_PROCESSES}" if importlib.util.find_spec("xdist") else ""
     return f"python -m pytest -q{parallel}" + (f" {target}" if target else "")
 
 

@@ -3,12 +3,15 @@ from their own git worktrees (B A A B ...) so that drift between runs cancels in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -55,28 +58,46 @@ def run_quick(
 ) -> BenchTable:
     """Run `quick_command --summary-csv PATH --shapes-file PATH.yaml` in `worktree`, read its CSV;
     `progress` hears of the run as `what` ("pair 2/3, candidate")."""
+    with InTurn() as turns:
+        return quick_table(turns, quick_run(worktree, job, out_csv), job, progress, what)
+
+
+def quick_run(worktree: Path, job: HarnessJob, out_csv: Path) -> LoggedRun:
+    """The harness run that writes `out_csv`, its shape file written beside it."""
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     shapes_file = out_csv.with_suffix(".shapes.yaml")
     shapes_file.write_text(dump_shapes(job.shapes))
-    log_path = out_csv.with_suffix(".log")
     out_csv.unlink(missing_ok=True)
-    args = ["--summary-csv", str(out_csv), "--shapes-file", str(shapes_file)]
-    command = f"{job.command} --summary-csv {out_csv} --shapes-file {shapes_file}"  # shown, never run
+    args = ("--summary-csv", str(out_csv), "--shapes-file", str(shapes_file))
+    return LoggedRun(
+        job.command, worktree, out_csv.with_suffix(".log"), "quick command", triton_cache_env(worktree), args
+    )
+
+
+def quick_table(
+    turns: InTurn,
+    run: LoggedRun,
+    job: HarnessJob,
+    progress: Progress | None,
+    what: str,
+    following: LoggedRun | None = None,
+) -> BenchTable:
+    """Take `run`'s turn (`following` started behind it, see InTurn) and read the CSV it wrote."""
+    out_csv = Path(run.args[1])
+    command = " ".join([job.command, *run.args])  # shown, never run
     labels = [shape.label for shape in job.shapes]
-    with (progress or Progress.silent()).harness_run(what, labels, log_path):
-        code = run_logged(
-            job.command, worktree, log_path, job.timeout_s, "quick command", triton_cache_env(worktree), args
-        )
+    with (progress or Progress.silent()).harness_run(what, labels, run.log_path):
+        code = turns.run(run, job.timeout_s, following)
     if code not in (0, 1):
         meaning = "no GPU for a GPU-only op" if code == 2 else "it crashed"
         raise CampaignError(
-            f"the quick command exited {code} in {worktree} ({meaning}); nothing was recorded\n"
-            f"command: {command}\nlast lines of {log_path}:\n{tail(log_path)}",
+            f"the quick command exited {code} in {run.cwd} ({meaning}); nothing was recorded\n"
+            f"command: {command}\nlast lines of {run.log_path}:\n{tail(run.log_path)}",
             "run that command by hand, fix the harness or the kernel, then run the campaign command again",
         )
     if not out_csv.exists():
         raise CampaignError(
-            f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(log_path)}",
+            f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(run.log_path)}",
             "the harness must write --summary-csv; run it by hand to see why",
         )
     return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header)
@@ -203,43 +224,151 @@ def run_logged(
     process that dies with this one (dash forks even the last command of `-c`); a compound one's
     children outlive a kill until the next command's sweep.
     """
+    with InTurn() as turns:
+        return turns.run(LoggedRun(command, cwd, log_path, what, env, tuple(args)), timeout_s)
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """A command of run_logged's, with what it needs to run."""
+
+    command: str
+    cwd: Path
+    log_path: Path
+    what: str
+    env: dict[str, str] | None = None
+    args: tuple[str, ...] = ()
+
+
+# `python SCRIPT.py ARGS` started ahead of its turn runs as `python -c GATE MODULES SCRIPT.py ARGS`.
+# It sets sys.path as `python SCRIPT.py` has it before it imports anything (the round's tree never
+# comes before the shield), imports MODULES (torch where the script imports it; the import makes no
+# CUDA context), then waits for "go" on its stdin before it runs the script as `python SCRIPT.py`
+# would (sys.path, argv but for an absolute argv[0], an absolute __file__, __main__; stdin from
+# /dev/null). Without "go" (the tool died, or cancelled the run) it exits without running the
+# script: nothing measures unsupervised.
+GATE = """\
+import os, sys
+preload, sys.argv = sys.argv[1], sys.argv[2:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+import importlib, runpy
+for name in filter(None, preload.split(",")):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+if sys.stdin.readline() != "go\\n":
+    sys.exit("gitcampaign: cancelled before its turn")
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+runpy.run_path(os.path.abspath(sys.argv[0]), run_name="__main__")
+"""
+PYTHON = re.compile(r"python[0-9.]*")
+IMPORTS_TORCH = re.compile(r"^\s*(import|from)\s+torch\b", re.MULTILINE)
+
+
+def gated_argv(command: str, cwd: Path) -> list[str] | None:
+    """The argv that starts `command` at the gate (GATE), where it is `python SCRIPT.py [ARGS]`;
+    None for any other command, which starts only in its turn."""
+    words = shlex.split(command) if _simple(command) else []
+    if len(words) < 2 or not PYTHON.fullmatch(Path(words[0]).name) or not words[1].endswith(".py"):
+        return None
+    try:
+        preload = "torch" if IMPORTS_TORCH.search((cwd / words[1]).read_text(errors="replace")) else ""
+    except OSError:
+        return None  # no such script here: the plain command says so in its log
+    return [words[0], "-c", GATE, preload, *words[1:]]
+
+
+@dataclass
+class Launch:
+    """A started LoggedRun: its process and registry entry; `gated` while it waits for its turn."""
+
+    run: LoggedRun
+    process: subprocess.Popen[bytes]
+    registry: Path | None
+    gated: bool
+
+
+class InTurn:
+    """LoggedRuns one at a time. `run(this, timeout, following)` starts `following` while `this`
+    runs, where `following` is a Python script (gated_argv): it makes its interpreter and imports
+    torch, then waits at the gate, so the next run's start-up (about 2 s of a harness process's 20 on
+    the H200 machine, 2026-12-01) overlaps the run before it instead of following it, without
+    touching the GPU. A run still waiting when the turns end (an error, an early stop) is stopped."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[Path, Launch] = {}
+
+    def __enter__(self) -> InTurn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for launch in self.waiting.values():
+            _stop(launch)
+            if not launch.run.log_path.stat().st_size:  # it never ran: no empty log of a run to puzzle over
+                launch.run.log_path.unlink()
+        self.waiting.clear()
+
+    def run(self, run: LoggedRun, timeout_s: float, following: LoggedRun | None = None) -> int:
+        """Run `run` (started ahead, or now) to its end, its exit code; start `following` at the gate."""
+        launch = self.waiting.pop(run.log_path, None) or _start(run, gate=False)
+        try:
+            if launch.gated and launch.process.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):  # it died waiting: its exit code tells
+                    launch.process.stdin.write(b"go\n")
+                    launch.process.stdin.close()
+            if following is not None and gated_argv(following.command, following.cwd) is not None:
+                self.waiting[following.log_path] = _start(following, gate=True)
+            g.fault_point("measure:harness-started")
+            return launch.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(launch)
+            raise CampaignError(
+                f"the {run.what} did not finish within {timeout_s:g} s and was stopped; nothing was recorded\n"
+                f"command: {' '.join([run.command, *run.args])}\nlast lines of {run.log_path}:\n{tail(run.log_path)}",
+                "find the hang by running it by hand, or raise harness_timeout_s in the manifest (--timeout)",
+            ) from None
+        finally:
+            _stop(launch)  # children the command left behind after it exited, or all of it on an error
+
+
+def _start(run: LoggedRun, gate: bool) -> Launch:
     token = secrets.token_hex(8)
-    env = {**tool_env(cwd), **bytecode_env(cwd), **(env or {}), RUN_TOKEN_ENV: token}
+    env = {**tool_env(run.cwd), **bytecode_env(run.cwd), **(run.env or {}), RUN_TOKEN_ENV: token}
     # Standard-library names resolve to the standard library first (gitcampaign/shield): a round
     # cannot change what the harness computes by adding `statistics.py` on its import path.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIELD_DIR), env.get("PYTHONPATH")]))
-    shown = " ".join([command, *args])
-    with open(log_path, "wb") as log:
+    gated = gated_argv(run.command, run.cwd) if gate else None
+    exec_ = "exec " if _simple(run.command) else ""
+    argv = [*gated, *run.args] if gated else ["/bin/sh", "-c", f'{exec_}{run.command} "$@"', "sh", *run.args]
+    with open(run.log_path, "wb") as log:
         process = subprocess.Popen(
-            ["/bin/sh", "-c", f'{"exec " if _simple(command) else ""}{command} "$@"', "sh", *args],
-            cwd=cwd,
+            argv,
+            cwd=run.cwd,
+            stdin=subprocess.PIPE if gated else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-        registry: Path | None = None
-        try:  # from here on, a signal (^C, SIGTERM) anywhere still stops the harness
-            registry = _register(cwd, process.pid, token)
-            g.fault_point("measure:harness-started")
-            return process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(process.pid)
-            process.wait()
-            raise CampaignError(
-                f"the {what} did not finish within {timeout_s:g} s and was stopped; nothing was recorded\n"
-                f"command: {shown}\nlast lines of {log_path}:\n{tail(log_path)}",
-                "find the hang by running it by hand, or raise harness_timeout_s in the manifest (--timeout)",
-            ) from None
-        except BaseException:
-            _kill_group(process.pid)
-            process.wait()
-            raise
-        finally:
-            _kill_group(process.pid)  # children the command left behind after it exited
-            if registry is not None:
-                registry.unlink(missing_ok=True)
+    launch = Launch(run, process, None, gated is not None)
+    try:  # from here on, a signal (^C, SIGTERM) anywhere still stops the harness
+        launch.registry = _register(run.cwd, process.pid, token)
+    except BaseException:
+        _stop(launch)
+        raise
+    return launch
+
+
+def _stop(launch: Launch) -> None:
+    """Kill what is left of the run's process group, reap it, drop its registry entry."""
+    _kill_group(launch.process.pid)
+    launch.process.wait()
+    if launch.process.stdin is not None:
+        launch.process.stdin.close()
+    if launch.registry is not None:
+        launch.registry.unlink(missing_ok=True)
 
 
 SHELL_SYNTAX = frozenset(";&|<>()$`\\\n*?[]{}~#=!")  # beyond words and quotes: not a simple command
@@ -378,6 +507,15 @@ class PairResult:
     incumbent: BenchTable | None  # None when the candidate failed Check before the incumbent ran
 
 
+def pair_order(pairs: int) -> list[tuple[int, str]]:
+    """(pair index, role) of each run in turn: B A A B ..., so that drift cancels in the pairs."""
+    return [
+        (index, role)
+        for index in range(pairs)
+        for role in ((CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE))
+    ]
+
+
 def interleaved(
     worktrees: dict[str, Path],
     job: HarnessJob,
@@ -391,24 +529,23 @@ def interleaved(
     With `stop_on_failure`, a candidate run with any row other than PASS ends the measurement:
     the Check gate rejects whatever the speed, so more runs would only cost time.
     """
+    order = pair_order(pairs)
+    runs = [quick_run(worktrees[role], job, scratch / f"pair{index}-{role}.csv") for index, role in order]
     results: list[PairResult] = []
-    for index in range(pairs):
-        order = (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE)
-        tables: dict[str, BenchTable] = {}
-        for role in order:
+    tables: dict[str, BenchTable] = {}
+    with InTurn() as turns:
+        for position, ((index, role), run) in enumerate(zip(order, runs, strict=True)):
             other = INCUMBENT if role == CANDIDATE else CANDIDATE
             if other in worktrees:  # the kernels the round left alone, compiled by either side first
                 seed_triton_cache(worktrees[other], worktrees[role])
-            tables[role] = run_quick(
-                worktrees[role],
-                job,
-                scratch / f"pair{index}-{role}.csv",
-                progress,
-                f"pair {index + 1}/{pairs}, {role}",
-            )
+            following = runs[position + 1] if position + 1 < len(runs) else None  # starts at the gate
+            what = f"pair {index + 1}/{pairs}, {role}"
+            tables[role] = quick_table(turns, run, job, progress, what, following)
             if stop_on_failure and role == CANDIDATE and not all(row.passed for row in tables[role].rows):
                 return [*results, PairResult(tables[CANDIDATE], tables.get(INCUMBENT))]
-        results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
+            if len(tables) == 2:
+                results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
+                tables = {}
     return results
 
 

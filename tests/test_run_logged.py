@@ -4,6 +4,7 @@ command keeps its shell, whose children only the next command's sweep stops."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,128 @@ def test_bytecode_goes_to_the_campaign_cache_where_writing_it_is_forbidden(
         assert not cache.exists()
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "mine"))
     assert measure.bytecode_env(tmp_path) == {}  # the user's own prefix stands
+
+
+# Records how it ran, as `python SCRIPT.py` runs it; the first argument names its record.
+RECORDER = """\
+import json, os, sys, time
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        return []
+deadline = time.monotonic() + (10 if sys.argv[0].endswith("first.py") else 0)
+while True:  # the first waits (10 s at most) for the second to be started
+    others = [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())]
+    waiting = [pid for pid in others if b"sub/second.py" in cmdline(pid)]
+    if waiting or time.monotonic() >= deadline:
+        break
+    time.sleep(0.01)
+json.dump({
+    "argv": sys.argv, "path0": sys.path[0], "file": __file__, "name": __name__,
+    "stdin": os.readlink("/proc/self/fd/0"), "waiting": len(waiting), "torch": "torch" in sys.modules,
+}, open(sys.argv[1], "w"))
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def recorded_runs(tmp_path: Path, script_text: str = RECORDER) -> tuple[measure.LoggedRun, measure.LoggedRun]:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "sub").mkdir()
+    for name in ("first.py", "second.py"):
+        (tmp_path / "sub" / name).write_text(script_text)
+    return tuple(  # type: ignore[return-value]
+        measure.LoggedRun(
+            f"{sys.executable} sub/{name}.py",
+            tmp_path,
+            tmp_path / f"{name}.log",
+            "test",
+            None,
+            (f"{name}.json", code),
+        )
+        for name, code in (("first", "0"), ("second", "3"))
+    )
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the waiting process through /proc")
+def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would(tmp_path: Path) -> None:
+    """While a run runs, the next one is already a process, waiting at the gate: its script has not
+    run (the first sees it waiting); in its turn it runs as `python sub/second.py ARGS` would."""
+    first, second = recorded_runs(tmp_path)
+    with measure.InTurn() as turns:
+        assert turns.run(first, 60, following=second) == 0, first.log_path.read_text()
+        assert not (tmp_path / "second.json").exists()  # started, not run
+        assert turns.run(second, 60) == 3, second.log_path.read_text()
+    ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
+    assert ran["first"]["waiting"] == 1
+    assert ran["second"]["waiting"] == 0
+    # The second, started at the gate, runs as the first (`python sub/first.py`, in its turn) did,
+    # but for an absolute argv[0] and its stdin, which is /dev/null.
+    assert ran["first"]["argv"] == ["sub/first.py", "first.json", "0"]
+    assert ran["second"]["argv"] == [str(tmp_path / "sub" / "second.py"), "second.json", "3"]
+    for name, record in ran.items():
+        assert record["path0"] == str(tmp_path / "sub")
+        assert record["file"] == str(tmp_path / "sub" / f"{name}.py")
+        assert record["name"] == "__main__"
+    assert ran["second"]["stdin"] == os.devnull
+    assert not list((tmp_path / ".git" / "campaign" / "procs").iterdir())
+
+
+def test_a_run_still_waiting_when_the_turns_end_is_stopped_unrun(tmp_path: Path) -> None:
+    first, second = recorded_runs(tmp_path)
+    with measure.InTurn() as turns:
+        turns.run(first, 60, following=second)
+        waiting = turns.waiting[second.log_path].process
+    assert waiting.poll() is not None
+    assert not (tmp_path / "second.json").exists()
+    assert not second.log_path.exists()  # an empty log of a run that never ran is not left behind
+    assert not list((tmp_path / ".git" / "campaign" / "procs").iterdir())
+
+
+def test_a_gated_run_whose_tool_goes_away_never_runs_its_script(tmp_path: Path) -> None:
+    """Its stdin closes without "go" (the tool died): it exits, and the script never ran."""
+    _, second = recorded_runs(tmp_path)
+    launch = measure._start(second, gate=True)
+    assert launch.gated and launch.process.stdin is not None
+    launch.process.stdin.close()
+    assert launch.process.wait(timeout=60) == 1
+    measure._stop(launch)
+    assert "cancelled before its turn" in second.log_path.read_text()
+    assert not (tmp_path / "second.json").exists()
+
+
+def test_which_commands_start_at_the_gate(tmp_path: Path) -> None:
+    """`python SCRIPT.py ...` only; torch is imported ahead where the script imports it."""
+    (tmp_path / "plain.py").write_text("print(1)\n")
+    (tmp_path / "torchy.py").write_text("def main():\n    import torch\n")
+    (tmp_path / "bench").write_text("")
+    gated = measure.gated_argv("python3.12 torchy.py --x 1", tmp_path)
+    assert gated == ["python3.12", "-c", measure.GATE, "torch", "torchy.py", "--x", "1"]
+    assert measure.gated_argv(f"{sys.executable} plain.py", tmp_path) == [
+        sys.executable,
+        "-c",
+        measure.GATE,
+        "",
+        "plain.py",
+    ]
+    for command in (
+        "python missing.py",
+        "./bench",
+        "python -u plain.py",
+        "true && python plain.py",
+        "pytest plain.py",
+    ):
+        assert measure.gated_argv(command, tmp_path) is None, command
+
+
+def test_a_script_that_imports_torch_finds_it_imported_at_its_turn(tmp_path: Path) -> None:
+    """The gate imports torch ahead for a script that imports it (here in a branch never taken),
+    and nothing else: the harness's start-up then skips torch's import."""
+    script = RECORDER + "if False:\n    import torch\n"
+    first, second = recorded_runs(tmp_path, script)
+    with measure.InTurn() as turns:
+        turns.run(first, 60, following=second)
+        turns.run(second, 60)
+    ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
+    assert ran["second"]["torch"]
+    assert not ran["first"]["torch"]

@@ -30,9 +30,11 @@ from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
     HarnessJob,
+    InTurn,
+    LoggedRun,
     PairResult,
+    pair_order,
     run_dir,
-    run_logged,
     samples,
     triton_cache_env,
     worktrees,
@@ -391,21 +393,24 @@ def _probe(
     interleaved on the same seed. A candidate slower there, or whose loss leaves the incumbent's
     trajectory by more than the op's precision allows, is REJECTed for `overfit`."""
     runs: dict[str, list[dict[str, Any]]] = {INCUMBENT: [], CANDIDATE: []}
-    for index in range(PROBE_PAIRS):
-        for role in (CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE):
-            out = scratch / f"probe{index}-{role}.json"
-            with progress.harness_run(
-                f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], out.with_suffix(".log")
-            ):
-                code = run_logged(
-                    manifest.probe_command,
-                    trees[role],
-                    out.with_suffix(".log"),
-                    manifest.harness_timeout_s,
-                    "training probe",
-                    triton_cache_env(trees[role]),
-                    args=["--json", str(out)],
-                )
+    order = pair_order(PROBE_PAIRS)
+    probes = [
+        LoggedRun(
+            manifest.probe_command,
+            trees[role],
+            scratch / f"probe{index}-{role}.log",
+            "training probe",
+            triton_cache_env(trees[role]),
+            ("--json", str(scratch / f"probe{index}-{role}.json")),
+        )
+        for index, role in order
+    ]
+    with InTurn() as turns:
+        for position, ((index, role), probe) in enumerate(zip(order, probes, strict=True)):
+            out = Path(probe.args[1])
+            with progress.harness_run(f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], probe.log_path):
+                following = probes[position + 1] if position + 1 < len(probes) else None
+                code = turns.run(probe, manifest.harness_timeout_s, following)
             # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
             if role == CANDIDATE and code == 1 and out.exists():
                 runs[role].append(json.loads(out.read_text()))

@@ -281,7 +281,7 @@ def gated_argv(command: str, cwd: Path) -> list[str] | None:
 
 @dataclass
 class Launch:
-    """A started LoggedRun: its process and registry entry; `gated` while it waits for its turn."""
+    """A started LoggedRun: its process and registry entry; `gated` when it was started at the gate."""
 
     run: LoggedRun
     process: subprocess.Popen[bytes]

@@ -298,7 +298,8 @@ def _markdown(
         "",
         "## Iterations",
         "",
-        f"{len(rounds)} rounds: {len(accepted)} accepted, {len(rejected)} rolled back.",
+        f"{len(rounds)} round{'' if len(rounds) == 1 else 's'}: {len(accepted)} accepted, "
+        f"{len(rejected)} rolled back.",
         "",
         "### Directions that worked",
         "",

@@ -36,7 +36,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gitcampaign.calibration import build_rows, clock_notes  # noqa: E402
+from gitcampaign.calibration import build_rows, row_notes  # noqa: E402
 from gitcampaign.decision import PairSample, noise_floor  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
@@ -164,7 +164,7 @@ def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
         f"\n{len(summary)} rows; worst per-shape deviation {100 * worst_shape:.2f}%, worst ratio deviation "
         f"{100 * worst_ratio:.2f}%; all agree: {all(r.agrees() for r in summary) and bool(summary)}"
     )
-    lines += [f"- note: {note}" for note in clock_notes(summary)]
+    lines += [f"- note: {note}" for note in row_notes(summary)]
     (out / "agreement.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

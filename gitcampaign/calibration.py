@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gitcampaign.decision import t975
+
 VENDOR_BACKEND = "torch"
 SHAPE_LIMIT = 0.03
 RATIO_LIMIT = 0.01
@@ -111,6 +113,36 @@ class CalibrationRow:
             "power as much as the gate's timing"
         )
 
+    @property
+    def ratio_deviation_interval(self) -> tuple[float, float]:
+        """The 95% interval (Student t) of the rounds' own ratio deviations: each round's gate ratio
+        over its outside-clock ratio, minus 1 (two pairs of windows seconds apart); NaN under two rounds."""
+        deviations = [
+            gate / b2b - 1.0 for gate, b2b in zip(self.harness_ratios, self.b2b_ratios, strict=True)
+        ]
+        if len(deviations) < 2:
+            return math.nan, math.nan
+        half = t975(len(deviations) - 1) * statistics.stdev(deviations) / math.sqrt(len(deviations))
+        return statistics.fmean(deviations) - half, statistics.fmean(deviations) + half
+
+    def rounds_note(self) -> str:
+        """Where only the ratio disagrees, and the rounds' own deviations reach back within the limit
+        (ratio_deviation_interval), so that more rounds can tell; empty otherwise. With a spread of
+        ~2% over the rounds, the median of 4 can sit a whole RATIO_LIMIT away (H200, 2026-12-01: the
+        blockwise forward +1.14% at 4 rounds, +0.69% at 8)."""
+        if self.agrees() or not max(abs(self.ours_deviation), abs(self.vendor_deviation)) <= SHAPE_LIMIT:
+            return ""
+        low, high = self.ratio_deviation_interval
+        if not (low <= RATIO_LIMIT and high >= -RATIO_LIMIT):
+            return ""
+        rounds = len(self.harness_ratios)
+        return (
+            f"{self.label} {self.phase}: the ratio is {100 * self.ratio_deviation:+.1f}% off, but the rounds' "
+            f"own deviations put it in [{100 * low:+.1f}%, {100 * high:+.1f}%] (95%), which reaches within "
+            f"{100 * RATIO_LIMIT:g}%: {rounds} rounds cannot tell; `git campaign calibrate --rounds "
+            f"{2 * rounds}` can"
+        )
+
     def agrees(self) -> bool:
         # Written so that NaN disagrees.
         return (
@@ -129,14 +161,16 @@ class CalibrationRow:
             "ratio_deviation": self.ratio_deviation,
             "harness_ratio_spread": self.harness_ratio_spread,
             "b2b_ratio_spread": self.b2b_ratio_spread,
+            "ratio_deviation_interval": list(self.ratio_deviation_interval),
             "clock_note": self.clock_note(),
+            "rounds_note": self.rounds_note(),
             "agrees": self.agrees(),
         }
 
 
-def clock_notes(rows: list[CalibrationRow]) -> list[str]:
-    """The rows' clock notes, where there is one (CalibrationRow.clock_note)."""
-    return [note for note in (row.clock_note() for row in rows) if note]
+def row_notes(rows: list[CalibrationRow]) -> list[str]:
+    """Why rows disagree, where the clocks or the rounds say (CalibrationRow.clock_note, rounds_note)."""
+    return [note for row in rows for note in (row.clock_note(), row.rounds_note()) if note]
 
 
 def build_rows(records: list[dict[str, Any]]) -> list[CalibrationRow]:

@@ -231,7 +231,7 @@ def calibrate(
     ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, as_json: bool
 ) -> None:
     """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
-    from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, clock_notes
+    from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, row_notes
     from gitcampaign.commands.calibrate import calibrate as run
 
     result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only, rounds=rounds)
@@ -293,7 +293,7 @@ def calibrate(
             "ratios; spread: (greatest - least) / median of the rounds' ratios; SM MHz: "
             f"{ours} gate/b2b, {vendor} gate/b2b",
             *(f"warning: {w}" for w in result.warnings),
-            *(f"note: {note}" for note in clock_notes(result.rows)),
+            *(f"note: {note}" for note in row_notes(result.rows)),
             verdict_line,
             f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
         ]

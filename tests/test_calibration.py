@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gitcampaign import envinfo
-from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows, clock_notes
+from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows, row_notes
 from gitcampaign.templates import quick_test_bench as qtb
 
 
@@ -68,7 +68,7 @@ def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
     (row,) = build_rows([record("s", round_)])
     assert not row.agrees() and row.clock_gap == pytest.approx(1800 / 1770 - 1)
     assert "held our clock at 1800/1770 MHz, the vendor's at 1980/1980" in row.clock_note()
-    assert row.to_json()["clock_note"] == row.clock_note() and clock_notes([row]) == [row.clock_note()]
+    assert row.to_json()["clock_note"] == row.clock_note() and row_notes([row]) == [row.clock_note()]
     # The same clocks with the ratio within the limit, or the ratio gap with both clocks moved
     # alike: nothing to explain.
     round_["harness"]["ours"]["forward"]["ms"] = 2.52
@@ -77,7 +77,7 @@ def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
     round_["harness"]["ours"]["forward"]["ms"] = 2.48
     round_["back_to_back"]["vendor"]["forward"]["sm_mhz"] = 1950.0
     (alike,) = build_rows([record("s", round_)])
-    assert not alike.agrees() and alike.clock_note() == "" and clock_notes([alike, agreeing]) == []
+    assert not alike.agrees() and alike.clock_note() == "" and row_notes([alike, agreeing]) == []
 
 
 def test_medians_over_rounds_and_the_ratio_of_each_round() -> None:
@@ -134,3 +134,20 @@ def test_clock_records_summarise_the_harness_windows(tmp_path: Path) -> None:
         }
     }
     assert envinfo.clock_records(tmp_path / "none") == {}
+
+
+def test_a_ratio_the_rounds_cannot_tell_from_agreement_says_to_run_more() -> None:
+    """The ratio's median is 1.5% off, but the rounds' own deviations (+2.0, +3.1, -1.0, +1.0%) put
+    it anywhere from -1.5% to +4.1%: the note asks for twice the rounds. Deviations that hold in
+    every round disagree plainly, with no such note."""
+    noisy = [one_round(ours, (1.0, 1.0)) for ours in ((0.98, 1.0), (0.97, 1.0), (1.0, 0.99), (0.99, 1.0))]
+    (row,) = build_rows([record("s", *noisy)])
+    assert not row.agrees() and row.ratio_deviation == pytest.approx(0.0153, abs=1e-4)
+    low, high = row.ratio_deviation_interval
+    assert low == pytest.approx(-0.0150, abs=1e-4) and high == pytest.approx(0.0407, abs=1e-4)
+    assert "4 rounds cannot tell; `git campaign calibrate --rounds 8` can" in row.rounds_note()
+    assert row_notes([row]) == [row.rounds_note()] and row.to_json()["rounds_note"] == row.rounds_note()
+    (steady,) = build_rows([record("s", *[one_round((0.97, 1.0), (1.0, 1.0))] * 4)])
+    assert not steady.agrees() and steady.rounds_note() == ""
+    (agreeing,) = build_rows([record("s", *[one_round((1.0, 1.0), (1.0, 1.0))] * 4)])
+    assert agreeing.agrees() and agreeing.rounds_note() == ""

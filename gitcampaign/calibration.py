@@ -122,8 +122,9 @@ class CalibrationRow:
         ]
         if len(deviations) < 2:
             return math.nan, math.nan
+        mean = statistics.fmean(deviations)
         half = t975(len(deviations) - 1) * statistics.stdev(deviations) / math.sqrt(len(deviations))
-        return statistics.fmean(deviations) - half, statistics.fmean(deviations) + half
+        return mean - half, mean + half
 
     def rounds_note(self) -> str:
         """Where only the ratio disagrees, and the rounds' own deviations reach back within the limit

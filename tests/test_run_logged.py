@@ -131,7 +131,10 @@ def recorded_runs(tmp_path: Path, script_text: str = RECORDER) -> tuple[measure.
     )
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the waiting process through /proc")
+NEEDS_PROC = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the recorder reads /proc")
+
+
+@NEEDS_PROC
 def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would(tmp_path: Path) -> None:
     """While a run runs, the next one is already a process, waiting at the gate: its script has not
     run (the first sees it waiting); in its turn it runs as `python sub/second.py ARGS` would."""
@@ -155,6 +158,7 @@ def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would
     assert not list((tmp_path / ".git" / "campaign" / "procs").iterdir())
 
 
+@NEEDS_PROC
 def test_a_run_still_waiting_when_the_turns_end_is_stopped_unrun(tmp_path: Path) -> None:
     first, second = recorded_runs(tmp_path)
     with measure.InTurn() as turns:
@@ -202,6 +206,7 @@ def test_which_commands_start_at_the_gate(tmp_path: Path) -> None:
         assert measure.gated_argv(command, tmp_path) is None, command
 
 
+@NEEDS_PROC
 def test_a_script_that_imports_torch_finds_it_imported_at_its_turn(tmp_path: Path) -> None:
     """The gate imports torch ahead for a script that imports it (here in a branch never taken),
     and nothing else: the harness's start-up then skips torch's import."""

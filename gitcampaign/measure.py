@@ -58,8 +58,9 @@ def run_quick(
 ) -> BenchTable:
     """Run `quick_command --summary-csv PATH --shapes-file PATH.yaml` in `worktree`, read its CSV;
     `progress` hears of the run as `what` ("pair 2/3, candidate")."""
-    with InTurn() as turns:
-        return quick_table(turns, quick_run(worktree, job, out_csv), job, progress, what)
+    run = quick_run(worktree, job, out_csv)
+    with InTurn([run]) as turns:
+        return quick_table(turns, run, job, progress, what)
 
 
 def quick_run(worktree: Path, job: HarnessJob, out_csv: Path) -> LoggedRun:
@@ -80,14 +81,13 @@ def quick_table(
     job: HarnessJob,
     progress: Progress | None,
     what: str,
-    following: LoggedRun | None = None,
 ) -> BenchTable:
-    """Take `run`'s turn (`following` started behind it, see InTurn) and read the CSV it wrote."""
+    """Take `run`'s turn (see InTurn) and read the CSV it wrote."""
     out_csv = Path(run.args[1])
     command = " ".join([job.command, *run.args])  # shown, never run
     labels = [shape.label for shape in job.shapes]
     with (progress or Progress.silent()).harness_run(what, labels, run.log_path):
-        code = turns.run(run, job.timeout_s, following)
+        code = turns.run(run, job.timeout_s)
     if code not in (0, 1):
         meaning = "no GPU for a GPU-only op" if code == 2 else "it crashed"
         raise CampaignError(
@@ -224,8 +224,9 @@ def run_logged(
     process that dies with this one (dash forks even the last command of `-c`); a compound one's
     children outlive a kill until the next command's sweep.
     """
-    with InTurn() as turns:
-        return turns.run(LoggedRun(command, cwd, log_path, what, env, tuple(args)), timeout_s)
+    run = LoggedRun(command, cwd, log_path, what, env, tuple(args))
+    with InTurn([run]) as turns:
+        return turns.run(run, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -281,22 +282,24 @@ def gated_argv(command: str, cwd: Path) -> list[str] | None:
 
 @dataclass
 class Launch:
-    """A started LoggedRun: its process and registry entry; `gated` when it was started at the gate."""
+    """A started LoggedRun: its process (with a stdin pipe when started at the gate) and registry entry."""
 
     run: LoggedRun
     process: subprocess.Popen[bytes]
     registry: Path | None
-    gated: bool
 
 
 class InTurn:
-    """LoggedRuns one at a time. `run(this, timeout, following)` starts `following` while `this`
-    runs, where `following` is a Python script (gated_argv): it makes its interpreter and imports
-    torch, then waits at the gate, so the next run's start-up (about 2 s of a harness process's 20 on
-    the H200 machine, 2026-12-01) overlaps the run before it instead of following it, without
-    touching the GPU. A run still waiting when the turns end (an error, an early stop) is stopped."""
+    """`runs`, one at a time in their order. While one runs, the next starts where it is a Python
+    script (gated_argv): it makes its interpreter and imports torch, then waits at the gate, so its
+    start-up (about 2 s of a harness process's 20 on the H200 machine, 2026-12-01) overlaps the run
+    before it instead of following it, without touching the GPU. A run still waiting when the turns
+    end (an error, an early stop) is stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, runs: Sequence[LoggedRun]) -> None:
+        self.next = {
+            run.log_path: after for run, after in zip(runs, runs[1:], strict=False)
+        }  # the last has none
         self.waiting: dict[Path, Launch] = {}
 
     def __enter__(self) -> InTurn:
@@ -309,16 +312,18 @@ class InTurn:
                 launch.run.log_path.unlink()
         self.waiting.clear()
 
-    def run(self, run: LoggedRun, timeout_s: float, following: LoggedRun | None = None) -> int:
-        """Run `run` (started ahead, or now) to its end, its exit code; start `following` at the gate."""
-        launch = self.waiting.pop(run.log_path, None) or _start(run, gate=False)
+    def run(self, run: LoggedRun, timeout_s: float) -> int:
+        """Run `run` (started ahead, or now) to its end, its exit code; start the next at the gate."""
+        launch = self.waiting.pop(run.log_path, None) or _start(run)
         try:
-            if launch.gated and launch.process.stdin is not None:
+            if launch.process.stdin is not None:  # waiting at the gate: its turn
                 with contextlib.suppress(BrokenPipeError):  # it died waiting: its exit code tells
                     launch.process.stdin.write(b"go\n")
                     launch.process.stdin.close()
-            if following is not None and gated_argv(following.command, following.cwd) is not None:
-                self.waiting[following.log_path] = _start(following, gate=True)
+            following = self.next.get(run.log_path)
+            gated = gated_argv(following.command, following.cwd) if following is not None else None
+            if following is not None and gated is not None:
+                self.waiting[following.log_path] = _start(following, gated)
             g.fault_point("measure:harness-started")
             return launch.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -332,13 +337,13 @@ class InTurn:
             _stop(launch)  # children the command left behind after it exited, or all of it on an error
 
 
-def _start(run: LoggedRun, gate: bool) -> Launch:
+def _start(run: LoggedRun, gated: list[str] | None = None) -> Launch:
+    """Start `run` through the shell, or where `gated` (gated_argv) is given, at the gate."""
     token = secrets.token_hex(8)
     env = {**tool_env(run.cwd), **bytecode_env(run.cwd), **(run.env or {}), RUN_TOKEN_ENV: token}
     # Standard-library names resolve to the standard library first (gitcampaign/shield): a round
     # cannot change what the harness computes by adding `statistics.py` on its import path.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIELD_DIR), env.get("PYTHONPATH")]))
-    gated = gated_argv(run.command, run.cwd) if gate else None
     exec_ = "exec " if _simple(run.command) else ""
     argv = [*gated, *run.args] if gated else ["/bin/sh", "-c", f'{exec_}{run.command} "$@"', "sh", *run.args]
     with open(run.log_path, "wb") as log:
@@ -352,7 +357,7 @@ def _start(run: LoggedRun, gate: bool) -> Launch:
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-    launch = Launch(run, process, None, gated is not None)
+    launch = Launch(run, process, None)
     try:  # from here on, a signal (^C, SIGTERM) anywhere still stops the harness
         launch.registry = _register(run.cwd, process.pid, token)
     except BaseException:
@@ -533,14 +538,12 @@ def interleaved(
     runs = [quick_run(worktrees[role], job, scratch / f"pair{index}-{role}.csv") for index, role in order]
     results: list[PairResult] = []
     tables: dict[str, BenchTable] = {}
-    with InTurn() as turns:
-        for position, ((index, role), run) in enumerate(zip(order, runs, strict=True)):
+    with InTurn(runs) as turns:
+        for (index, role), run in zip(order, runs, strict=True):
             other = INCUMBENT if role == CANDIDATE else CANDIDATE
             if other in worktrees:  # the kernels the round left alone, compiled by either side first
                 seed_triton_cache(worktrees[other], worktrees[role])
-            following = runs[position + 1] if position + 1 < len(runs) else None  # starts at the gate
-            what = f"pair {index + 1}/{pairs}, {role}"
-            tables[role] = quick_table(turns, run, job, progress, what, following)
+            tables[role] = quick_table(turns, run, job, progress, f"pair {index + 1}/{pairs}, {role}")
             if stop_on_failure and role == CANDIDATE and not all(row.passed for row in tables[role].rows):
                 return [*results, PairResult(tables[CANDIDATE], tables.get(INCUMBENT))]
             if len(tables) == 2:

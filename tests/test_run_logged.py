@@ -139,8 +139,8 @@ def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would
     """While a run runs, the next one is already a process, waiting at the gate: its script has not
     run (the first sees it waiting); in its turn it runs as `python sub/second.py ARGS` would."""
     first, second = recorded_runs(tmp_path)
-    with measure.InTurn() as turns:
-        assert turns.run(first, 60, following=second) == 0, first.log_path.read_text()
+    with measure.InTurn([first, second]) as turns:
+        assert turns.run(first, 60) == 0, first.log_path.read_text()
         assert not (tmp_path / "second.json").exists()  # started, not run
         assert turns.run(second, 60) == 3, second.log_path.read_text()
     ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
@@ -161,8 +161,8 @@ def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would
 @NEEDS_PROC
 def test_a_run_still_waiting_when_the_turns_end_is_stopped_unrun(tmp_path: Path) -> None:
     first, second = recorded_runs(tmp_path)
-    with measure.InTurn() as turns:
-        turns.run(first, 60, following=second)
+    with measure.InTurn([first, second]) as turns:
+        turns.run(first, 60)
         waiting = turns.waiting[second.log_path].process
     assert waiting.poll() is not None
     assert not (tmp_path / "second.json").exists()
@@ -173,8 +173,8 @@ def test_a_run_still_waiting_when_the_turns_end_is_stopped_unrun(tmp_path: Path)
 def test_a_gated_run_whose_tool_goes_away_never_runs_its_script(tmp_path: Path) -> None:
     """Its stdin closes without "go" (the tool died): it exits, and the script never ran."""
     _, second = recorded_runs(tmp_path)
-    launch = measure._start(second, gate=True)
-    assert launch.gated and launch.process.stdin is not None
+    launch = measure._start(second, measure.gated_argv(second.command, second.cwd))
+    assert launch.process.stdin is not None  # started at the gate
     launch.process.stdin.close()
     assert launch.process.wait(timeout=60) == 1
     measure._stop(launch)
@@ -212,8 +212,8 @@ def test_a_script_that_imports_torch_finds_it_imported_at_its_turn(tmp_path: Pat
     and nothing else: the harness's start-up then skips torch's import."""
     script = RECORDER + "if False:\n    import torch\n"
     first, second = recorded_runs(tmp_path, script)
-    with measure.InTurn() as turns:
-        turns.run(first, 60, following=second)
+    with measure.InTurn([first, second]) as turns:
+        turns.run(first, 60)
         turns.run(second, 60)
     ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
     assert ran["second"]["torch"]

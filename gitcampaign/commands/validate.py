@@ -405,12 +405,11 @@ def _probe(
         )
         for index, role in order
     ]
-    with InTurn() as turns:
-        for position, ((index, role), probe) in enumerate(zip(order, probes, strict=True)):
+    with InTurn(probes) as turns:
+        for (index, role), probe in zip(order, probes, strict=True):
             out = Path(probe.args[1])
             with progress.harness_run(f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], probe.log_path):
-                following = probes[position + 1] if position + 1 < len(probes) else None
-                code = turns.run(probe, manifest.harness_timeout_s, following)
+                code = turns.run(probe, manifest.harness_timeout_s)
             # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
             if role == CANDIDATE and code == 1 and out.exists():
                 runs[role].append(json.loads(out.read_text()))

@@ -4,8 +4,9 @@
 # six minutes on an H200:
 #   bash benchmarks/cuda_example.sh OUTDIR
 # A scratch git repository gets the example, then `git campaign` init -> prepare -> baseline ->
-# three rounds -> report, with build_command (nvcc via setup.py, in place), test_command (pytest,
-# the K-tail and M = 1 cases) and acceptance_command (the whole suite):
+# three rounds -> report, measured through its op spec (sgemm_spec.py: the frozen harness with every
+# run-time check, and the training probe), with build_command (nvcc via setup.py, in place),
+# test_command (pytest, the K-tail and M = 1 cases) and acceptance_command (the whole suite):
 #   round 2  32 x 32 shared-memory tiles                                   expected ACCEPT
 #   round 3  a typo in the unrolled inner product: nvcc fails              expected REJECT build_failed
 #   round 4  the K loop stops before the tail, committed with --no-verify  expected REJECT tests_failed
@@ -96,11 +97,10 @@ round() {
 
 {
   log "init"
-  campaign init sgemm --op sgemm --metric forward --shapes shapes.yaml \
+  campaign init sgemm --op-spec sgemm_spec.py --backend cuda --shapes shapes.yaml \
     --build-command "python setup.py -q build_ext --inplace" \
     --test-command "python -m pytest -q test_sgemm.py" \
     --acceptance-command "python -m pytest -q" \
-    --quick-command "python bench.py" --probe-command "" --kernel-source csrc/sgemm.cu \
     --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --pairs 3 --max-iterations 3
   log "prepare"
   campaign prepare

@@ -1,13 +1,15 @@
 """Full benchmark: every target shape, our Triton kernel beside the torch reference, in one run.
 
     python benchmarks/full_bench.py --op gemm --shapes llama3.1-8b --csv full.csv
+    python benchmarks/full_bench.py --op-spec examples/rmsnorm/rmsnorm_spec.py --root examples/rmsnorm \
+        --shapes examples/rmsnorm/shapes-gpu.yaml
 
 Its roles (`benchmark_command`, docs/design.md): pick the campaign's representative shapes and do the
 final acceptance. Its numbers come from `torch.utils.benchmark.Timer` and are never compared with the
 quick harness's (different timing engine); the per-round gate is `quick_test_bench.py`.
 
-Inputs, references and correctness metrics are the quick harness's own op adapters
-(`gitcampaign.templates.quick_test_bench.OPS`), so both tools run the same op on the same kind of data.
+Inputs, references and correctness metrics are the op spec's, through the harness package
+(`gitcampaign.harness`), so both tools run the same op on the same kind of data.
 
 Timing: `Timer.blocked_autorange` runs a statement in blocks and reports the median per-call time.
 It cannot flush L2 between calls, so each provider rotates through several input sets whose total size
@@ -20,7 +22,6 @@ backward time = step time - forward time.
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import math
 import os
@@ -33,50 +34,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gitcampaign.harness.contract import UNITS
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ROTATION_BYTES = 256 * 1024 * 1024
 MAX_INPUT_SETS = 16
-PROVIDERS = ("triton", "torch")
-
-GEMM_COLUMNS = (
-    "label,B,M,N,K,provider,Forward TFLOPS,Backward TFLOPS,Combined Step TFLOPS,"
-    "Forward Time (ms),Backward Time (ms),Step Time (ms),out_snr,da_snr,db_snr"
-)
-QUANT_COLUMNS = "label,M,K,provider,Forward GB/s,Forward Time (ms),mismatch_frac"
-
-
-@dataclass
-class GemmResult:
-    """One provider on one GEMM-class shape; field order is GEMM_COLUMNS."""
-
-    label: str
-    B: int
-    M: int
-    N: int
-    K: int
-    provider: str
-    forward_tflops: float = math.nan
-    backward_tflops: float = math.nan
-    step_tflops: float = math.nan
-    forward_ms: float = math.nan
-    backward_ms: float = math.nan
-    step_ms: float = math.nan
-    out_snr: float = math.nan
-    da_snr: float = math.nan
-    db_snr: float = math.nan
-
-
-@dataclass
-class QuantResult:
-    """One provider on one quantisation shape; field order is QUANT_COLUMNS."""
-
-    label: str
-    M: int
-    K: int
-    provider: str
-    forward_gbs: float = math.nan
-    forward_ms: float = math.nan
-    mismatch_frac: float = math.nan
+PROVIDERS = (
+    "triton",
+    "torch",
+)  # ours, and the vendor's path (the kernel's torch backend, or the spec's vendor())
 
 
 @dataclass
@@ -89,6 +55,17 @@ class Bench:
     min_run_time: float
     forward_only: bool
     seed: int
+
+
+def columns(info: Any, forward_only: bool) -> list[str]:
+    """label, the shape columns, provider, per-phase metric (and the step's), times, check columns."""
+    phases = info.phases[:1] if forward_only else info.phases
+    metrics = [f"{phase.capitalize()} {info.unit}" for phase in phases]
+    times = [f"{phase.capitalize()} Time (ms)" for phase in phases]
+    if len(phases) == 2:
+        metrics.append(f"Combined Step {info.unit}")
+        times.append("Step Time (ms)")
+    return ["label", *info.columns, "provider", *metrics, *times, *(check.column for check in info.checks)]
 
 
 def median_ms(call: Callable[[], Any], min_run_time: float) -> float:
@@ -107,68 +84,72 @@ def input_set_count(set_bytes: int, cuda: bool) -> int:
     return max(2, min(MAX_INPUT_SETS, math.ceil(ROTATION_BYTES / max(set_bytes, 1))))
 
 
-def bench_gemm(qtb: Any, op: Any, kernels: Any, shape: Any, provider: str, bench: Bench) -> GemmResult:
+def bench_shape(harness: Any, op: Any, shape: Any, bench: Bench) -> dict[str, float]:
+    """One provider on one shape: its figures and check values by column."""
     import torch
 
-    generator = torch.Generator(device=bench.device).manual_seed(bench.seed)
-    result = GemmResult(shape.label, shape.B or 1, shape.M, shape.N, shape.K, provider)
+    from gitcampaign.harness.inputs import Draw, normal
 
-    def fresh() -> tuple[Any, Any]:
-        return (
-            op.inputs(shape, generator, bench.device, bench.dtype),
-            op.grad_out(shape, generator, bench.device, bench.dtype),
-        )
+    info = op.info
+    backward = info.backward and not bench.forward_only
+    generator = torch.Generator(device=bench.device).manual_seed(bench.seed)
+    draw = Draw(generator, bench.device, bench.dtype, backward)
+    fields = dict(shape)
+
+    def fresh() -> Any:
+        return draw.inputs(op.spec_module, fields)
 
     first = fresh()
-    set_bytes = sum(t.numel() * t.element_size() for t in (*first[0].tensors(), first[1]))
-    sets = [first] + [fresh() for _ in range(input_set_count(set_bytes, bench.cuda) - 1)]
-    ring = itertools.cycle(sets)
+    set_bytes = sum(t.numel() * t.element_size() for t in first.tensors())
+    ring = itertools.cycle([first] + [fresh() for _ in range(input_set_count(set_bytes, bench.cuda) - 1)])
 
     def forward() -> Any:
-        inputs, _ = next(ring)
-        return op.provider(kernels, inputs)()
+        return op.call(next(ring))
 
     def step() -> Any:
-        inputs, grad_out = next(ring)
-        out = op.provider(kernels, inputs)()
-        return torch.autograd.grad(out, (inputs.a, inputs.b), grad_out)
+        inputs = next(ring)
+        outputs = op.named(op.call(inputs))
+        wanted = {name: out for name, out in outputs.items() if out.requires_grad}
+        grads = [normal(tuple(out.shape), generator, bench.device, out.dtype) for out in wanted.values()]
+        return torch.autograd.grad(list(wanted.values()), list(inputs.differentiable().values()), grads)
 
-    forward_flops, backward_flops = op.flops(shape)
-    result.forward_ms = median_ms(forward, bench.min_run_time)
-    result.forward_tflops = forward_flops / result.forward_ms / 1e9
-    inputs, grad_out = fresh()
-    out_ref, da_ref, db_ref = op.reference(inputs, grad_out)
-    out = op.provider(kernels, inputs)()
-    result.out_snr = qtb.snr_db(out_ref, out)
-    if not bench.forward_only:
-        result.step_ms = median_ms(step, bench.min_run_time)
-        result.backward_ms = result.step_ms - result.forward_ms
-        result.step_tflops = (forward_flops + backward_flops) / result.step_ms / 1e9
-        result.backward_tflops = (
-            backward_flops / result.backward_ms / 1e9 if result.backward_ms > 0 else math.nan
+    work = op.work(shape, bench.dtype)
+    figures: dict[str, float] = {}
+    unit = info.unit
+    scale = UNITS[unit]
+    figures["Forward Time (ms)"] = median_ms(forward, bench.min_run_time)
+    figures[f"Forward {unit}"] = work["forward"] / (figures["Forward Time (ms)"] * 1e-3) / scale
+    inputs = fresh()
+    outputs = op.named(op.call(inputs))
+    candidate = {name: out.detach() for name, out in outputs.items()}
+    grad_outs = None
+    if backward:
+        step_ms = median_ms(step, bench.min_run_time)
+        figures["Step Time (ms)"] = step_ms
+        figures["Backward Time (ms)"] = step_ms - figures["Forward Time (ms)"]
+        figures[f"Combined Step {unit}"] = (work["forward"] + work["backward"]) / (step_ms * 1e-3) / scale
+        backward_ms = figures["Backward Time (ms)"]
+        figures[f"Backward {unit}"] = (
+            work["backward"] / (backward_ms * 1e-3) / scale if backward_ms > 0 else math.nan
         )
-        da, db = torch.autograd.grad(out, (inputs.a, inputs.b), grad_out)
-        result.da_snr, result.db_snr = qtb.snr_db(da_ref, da), qtb.snr_db(db_ref, db)
-    return result
-
-
-def bench_quant(qtb: Any, op: Any, kernels: Any, shape: Any, provider: str, bench: Bench) -> QuantResult:
-    import torch
-
-    generator = torch.Generator(device=bench.device).manual_seed(bench.seed)
-    result = QuantResult(shape.label, shape.M, shape.K, provider)
-    first = op.inputs(shape, generator, bench.device, bench.dtype)
-    set_bytes = first.x.numel() * first.x.element_size()
-    count = input_set_count(set_bytes, bench.cuda)
-    sets = [first] + [op.inputs(shape, generator, bench.device, bench.dtype) for _ in range(count - 1)]
-    ring = itertools.cycle(sets)
-    result.forward_ms = median_ms(lambda: op.provider(kernels, next(ring))(), bench.min_run_time)
-    inputs = op.inputs(shape, generator, bench.device, bench.dtype)
-    reference = op.reference(kernels, inputs)
-    result.mismatch_frac = qtb.mismatch_fraction(op.provider(kernels, inputs)(), reference)
-    work = op.bytes_moved(shape, bench.dtype.itemsize, reference[1].numel())
-    result.forward_gbs = work / result.forward_ms / 1e6
-    return result
+        grad_outs = {
+            name: normal(tuple(out.shape), generator, bench.device, out.dtype)
+            for name, out in outputs.items()
+            if out.requires_grad
+        }
+        leaves = inputs.differentiable()
+        grads = torch.autograd.grad(
+            [outputs[name] for name in grad_outs], list(leaves.values()), list(grad_outs.values())
+        )
+        candidate.update({f"{name}.grad": grad for name, grad in zip(leaves, grads, strict=True)})
+    reference = op.reference(inputs, grad_outs)
+    for check in info.checks:
+        if all(name in candidate for name in check.of):
+            got, want = [candidate[name] for name in check.of], [reference[name] for name in check.of]
+            figures[check.column] = harness.judge(
+                check, got, want, op.threshold(check, want[0], shape), bench.cuda
+            )[0]
+    return figures
 
 
 def geomean(values: list[float]) -> float:
@@ -176,39 +157,33 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(value) for value in usable)) if usable else math.nan
 
 
-def speedup_table(results: list[Any], quant: bool, forward_only: bool) -> str:
-    """One line per shape: ours, torch, ours/torch for each figure, then the geometric mean."""
+def speedup_table(results: list[dict[str, Any]], info: Any, forward_only: bool) -> str:
+    """One line per shape: ours, the vendor's, ours/vendor's for each figure, then the geometric mean."""
     from tabulate import tabulate
 
-    metrics = (
-        ["forward_gbs"]
-        if quant
-        else ["forward_tflops"] + ([] if forward_only else ["backward_tflops", "step_tflops"])
+    unit = info.unit
+    phases = info.phases[:1] if forward_only else info.phases
+    metrics = [f"{phase.capitalize()} {unit}" for phase in phases] + (
+        [f"Combined Step {unit}"] if len(phases) == 2 else []
     )
-    titles = {
-        "forward_gbs": "fwd GB/s",
-        "forward_tflops": "fwd TFLOPS",
-        "backward_tflops": "bwd TFLOPS",
-        "step_tflops": "step TFLOPS",
-    }
     by_label: dict[str, dict[str, Any]] = {}
     for result in results:
-        by_label.setdefault(result.label, {})[result.provider] = result
+        by_label.setdefault(result["label"], {})[result["provider"]] = result
     headers = ["label"]
     for metric in metrics:
-        headers += [f"{titles[metric]} triton", f"{titles[metric]} torch", "speedup"]
-    accuracy = "mismatch_frac" if quant else "out_snr"
-    headers.append(f"{accuracy} triton / torch")
+        headers += [f"{metric} {PROVIDERS[0]}", f"{metric} {PROVIDERS[1]}", "speedup"]
+    accuracy = info.checks[0].column
+    headers.append(f"{accuracy} {PROVIDERS[0]} / {PROVIDERS[1]}")
     rows: list[list[object]] = []
     speedups: dict[str, list[float]] = {metric: [] for metric in metrics}
     for label, pair in by_label.items():
-        ours, theirs = pair["triton"], pair["torch"]
+        ours, theirs = pair[PROVIDERS[0]], pair[PROVIDERS[1]]
         line: list[object] = [label]
         for metric in metrics:
-            ratio = getattr(ours, metric) / getattr(theirs, metric)
+            ratio = ours.get(metric, math.nan) / theirs.get(metric, math.nan)
             speedups[metric].append(ratio)
-            line += [getattr(ours, metric), getattr(theirs, metric), ratio]
-        line.append(f"{getattr(ours, accuracy):.4g} / {getattr(theirs, accuracy):.4g}")
+            line += [ours.get(metric, math.nan), theirs.get(metric, math.nan), ratio]
+        line.append(f"{ours.get(accuracy, math.nan):.4g} / {theirs.get(accuracy, math.nan):.4g}")
         rows.append(line)
     footer: list[object] = ["geomean"]
     for metric in metrics:
@@ -218,10 +193,14 @@ def speedup_table(results: list[Any], quant: bool, forward_only: bool) -> str:
 
 
 def parse_args(argv: list[str] | None, op_names: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Full benchmark: our Triton kernel beside the torch reference."
+    parser = argparse.ArgumentParser(description="Full benchmark: our kernel beside the vendor's path.")
+    parser.add_argument("--op", help=f"a shipped op ({', '.join(op_names)}), or a variant of --op-spec")
+    parser.add_argument(
+        "--op-spec", type=Path, help="an op spec file (docs/op-spec.md) instead of a shipped op"
     )
-    parser.add_argument("--op", required=True, choices=op_names)
+    parser.add_argument(
+        "--root", type=Path, help="where the spec's kernel module is imported from (default: .)"
+    )
     parser.add_argument(
         "--shapes", required=True, help="a preset name (see gitcampaign.shapes) or a YAML shape file"
     )
@@ -239,29 +218,40 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     cuda = torch.cuda.is_available()
-    if not cuda:
-        # Before any kernel module defines its @triton.jit functions.
-        os.environ["TRITON_INTERPRET"] = "1"
     from gitcampaign.errors import CampaignError
+    from gitcampaign.harness import checks
+    from gitcampaign.harness.contract import csv_line, spec_info, spec_literals
+    from gitcampaign.harness.ops import op_names, spec_of
+    from gitcampaign.harness.spec import Op, load_spec_module
     from gitcampaign.shapes import load_shapes
-    from gitcampaign.templates import quick_test_bench as qtb
 
-    args = parse_args(argv, list(qtb.OPS))
-    op = qtb.OPS[args.op]
+    args = parse_args(argv, op_names())
+    if args.op_spec is not None:
+        path = args.op_spec
+        info = spec_info(spec_literals(path.read_text(), str(path)), str(path))
+        args.op = args.op or info.op_names[0]
+        root = args.root or Path.cwd()
+    elif args.op in op_names():
+        path, info = spec_of(args.op)  # type: ignore[misc]
+        root = args.root or REPO_ROOT
+    else:
+        print("full_bench: give --op with a shipped op, or --op-spec", file=sys.stderr)
+        return 3
+    op = Op(load_spec_module(path), args.op, str(path))
     try:
-        shapes = load_shapes(args.shapes)
+        shapes = load_shapes(args.shapes, info)
     except CampaignError as exc:
         print(f"full_bench: {exc}", file=sys.stderr)
         return 3
-    if not cuda and set(op.cuda_only_backends) & set(PROVIDERS):
+    if not cuda and set(info.cuda_only_backends) & set(PROVIDERS):
         print(
-            f"full_bench: {args.op} with the {'/'.join(op.cuda_only_backends)} backend needs a CUDA GPU",
+            f"full_bench: {args.op} with the {'/'.join(info.cuda_only_backends)} backend needs a CUDA GPU",
             file=sys.stderr,
         )
         return 2
     device = torch.device("cuda" if cuda else "cpu")
-    dtype = torch.bfloat16 if cuda else torch.float16
-    name = torch.cuda.get_device_name(device) if cuda else "CPU (Triton interpreter, fp16)"
+    dtype = getattr(torch, info.dtype_for(device.type))
+    name = torch.cuda.get_device_name(device) if cuda else f"CPU (Triton interpreter, {dtype})"
     bench = Bench(
         device,
         dtype,
@@ -270,16 +260,19 @@ def main(argv: list[str] | None = None) -> int:
         args.forward_only,
         args.seed,
     )
-    kernels = importlib.import_module(op.module)
-    results: list[Any] = []
+    op.load_kernel(PROVIDERS[0], cuda, root)
+    header = columns(info, args.forward_only)
+    results: list[dict[str, Any]] = []
     failed = False
     for shape in shapes:
         for provider in PROVIDERS:
             # The kernels read their backend variable at call time, so one process can run both.
-            os.environ[op.env_var] = provider
-            runner = bench_quant if op.quant else bench_gemm
+            if info.backend_env:
+                os.environ[info.backend_env] = provider
+            op.backend = provider
+            record: dict[str, Any] = {"label": shape.label, **dict(shape), "provider": provider}
             try:
-                results.append(runner(qtb, op, kernels, shape, provider, bench))
+                record.update(bench_shape(checks, op, shape, bench))
             except Exception:
                 # Keep the other shapes: a row of NaN and the traceback, and exit 1 at the end.
                 print(
@@ -287,22 +280,17 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 failed = True
-                empty: QuantResult | GemmResult = (
-                    QuantResult(shape.label, shape.M, shape.K, provider)
-                    if op.quant
-                    else GemmResult(shape.label, shape.B or 1, shape.M, shape.N or 0, shape.K, provider)
-                )
-                results.append(empty)
-    header = QUANT_COLUMNS if op.quant else GEMM_COLUMNS
+            results.append(record)
     if args.csv:
         args.csv.parent.mkdir(parents=True, exist_ok=True)
-        args.csv.write_text(header + "\n" + "".join(qtb.csv_line(result) for result in results))
+        lines = [csv_line([record.get(column, math.nan) for column in header]) for record in results]
+        args.csv.write_text(",".join(header) + "\n" + "".join(lines))
     import triton
 
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"{args.op} on {name}; torch {torch.__version__}, triton {triton.__version__}; {stamp}")
     print(f"command: python benchmarks/full_bench.py {' '.join(sys.argv[1:] if argv is None else argv)}")
-    print(speedup_table(results, op.quant, args.forward_only))
+    print(speedup_table(results, info, args.forward_only))
     return 1 if failed else 0
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from gitcampaign.calibration import build_rows, row_notes  # noqa: E402
 from gitcampaign.decision import PairSample, noise_floor  # noqa: E402
+from gitcampaign.harness.ops import op_names  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
 # The configs the persistent TMA kernels' tuners picked on the H200 for the Llama-3.1-8B / Mixtral
@@ -52,28 +53,34 @@ PINNED = {
         "BLOCK_M=128,BLOCK_N=256,BLOCK_K=128,GROUP_M=8,EPILOGUE_SUBTILE=1,OCCUPANCY=1,num_warps=8,num_stages=3"
     ),
 }
-PRESETS = {
-    "gemm": "llama3.1-8b:mbs=1",
-    "gemm_fp8_tensorwise": "llama3.1-8b:mbs=1",
-    "gemm_fp8_rowwise": "llama3.1-8b:mbs=1",
-    "gemm_fp8_blockwise": "llama3.1-8b:mbs=1",
-    "grouped_gemm": "mixtral-8x7b:mbs=1",
-    "quantize_fp8_rowwise": "llama3.1-8b-quant:mbs=1",
-    "quantize_fp8_blockwise": "llama3.1-8b-quant:mbs=1",
-}
+
+
+def preset_of(op: str) -> str:
+    """The shapes an op is checked on, from its spec: a routed op on Mixtral's experts, a
+    memory-bound one on the 8B activations, a GEMM on the 8B linears."""
+    from gitcampaign.harness.ops import spec_of
+
+    info = spec_of(op)[1]  # type: ignore[index]
+    if any(field.type == "routing" for field in info.fields):
+        return "mixtral-8x7b:mbs=1"
+    return "llama3.1-8b-quant:mbs=1" if info.unit == "GB/s" else "llama3.1-8b:mbs=1"
+
+
+PRESETS = {op: preset_of(op) for op in op_names()}
 # Which of the preset's shapes, in order: gate_up is the largest 8B linear, qkv a mid-size one.
 PICK = {"llama3.1-8b:mbs=1": [2, 0, 3, 1], "mixtral-8x7b:mbs=1": [0, 6], "llama3.1-8b-quant:mbs=1": [0, 1]}
 
 
 def harness_copy(op: str, backend: str) -> Path:
-    """campaigns/gate-OP/quick_test_bench.py, as `git campaign prepare` writes it."""
-    text = (ROOT / "gitcampaign" / "templates" / "quick_test_bench.py").read_text()
-    text = text.replace('OP = "__OP__"', f'OP = "{op}"').replace(
-        'BACKEND = "__BACKEND__"', f'BACKEND = "{backend}"'
-    )
-    path = ROOT / "campaigns" / f"gate-{op}" / "quick_test_bench.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    """campaigns/gate-OP/quick_test_bench.py and its op spec, as `git campaign prepare` writes them."""
+    from gitcampaign.harness.build import frozen_harness
+    from gitcampaign.harness.ops import spec_of
+
+    folder = ROOT / "campaigns" / f"gate-{op}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "op_spec.py").write_bytes(spec_of(op)[0].read_bytes())  # type: ignore[index]
+    path = folder / "quick_test_bench.py"
+    path.write_bytes(frozen_harness(op, backend))
     return path
 
 

@@ -20,6 +20,7 @@ from tabulate import tabulate
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
+from gitcampaign.harness.ops import op_names
 from gitcampaign.progress import Progress
 
 if TYPE_CHECKING:
@@ -117,8 +118,13 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
 @click.argument("name")
 @click.option(
     "--op",
-    required=True,
-    help="gemm, gemm_fp8_{tensorwise,rowwise,blockwise}, grouped_gemm, quantize_fp8_{tensorwise,rowwise,blockwise}; a label with --quick-command.",
+    default=None,
+    help=f"A shipped op ({', '.join(op_names())}); with --op-spec, one of the spec's variants (default: its NAME); a label with --quick-command.",
+)
+@click.option(
+    "--op-spec",
+    default=None,
+    help="Your op spec (a Python file in the repository, docs/op-spec.md): the harness measures your kernel with every check.",
 )
 @click.option(
     "--backend", default="triton", show_default=True, help="Backend the harness measures (triton|torch)."
@@ -135,7 +141,11 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
     help="A preset (e.g. llama3.1-8b:mbs=1; several joined with commas) or a YAML shape file.",
 )
 @click.option("--test-command", default=None, help="Focused correctness test command.")
-@click.option("--quick-command", default=None, help="Your own quick harness (must write the frozen CSV).")
+@click.option(
+    "--quick-command",
+    default=None,
+    help="Your own quick harness (must write the frozen CSV; none of gitcampaign's run-time checks then run).",
+)
 @click.option("--benchmark-command", default=None, help="Full benchmark command.")
 @click.option("--probe-command", default=None, help="Training-step probe command ('' for none).")
 @click.option("--kernel-source", default=None, help="Path of the kernel being optimised.")

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+# The harness owns its contract (docs/harness.md) and is read here, never copied: the SNR thresholds
+# in dB (a manifest may only tighten them) and, from the shipped ops' specs, their CSV headers (byte
+# for byte; any drift stops a command). Both read without importing torch.
+from gitcampaign.harness.contract import SNR_THRESHOLDS_DB
+from gitcampaign.harness.ops import registry
 from gitcampaign.refs import CampaignRef
-
-# The harness owns its contract (docs/harness.md) and is read here, never copied: the CSV headers
-# (byte for byte; any drift stops a command) and the SNR thresholds in dB (a manifest may only
-# tighten them). Its module-level imports are stdlib only, so importing it costs no dependency.
-from gitcampaign.templates.quick_test_bench import GEMM_HEADER, QUANT_HEADER, SNR_THRESHOLDS_DB
 from gitcampaign.vocabulary import ACCEPTED, Decision
 
-# Re-exported: `C.GEMM_HEADER`, `C.ACCEPTED`, ... read as before.
 __all__ = ["ACCEPTED", "GEMM_HEADER", "QUANT_HEADER", "SNR_THRESHOLDS_DB", "Decision"]
+
+GEMM_HEADER = registry()["gemm"][1].header()  # the handoff spec's GEMM-class schema
+QUANT_HEADER = registry()["quantize_fp8_rowwise"][1].header()
 
 CAMPAIGNS_DIR = "campaigns"
 MANIFEST_FILE = "manifest.yaml"
 BUNDLE_FILE = "lineage.bundle"  # the campaign's lineage as `export` writes it by default
-HARNESS_FILE = "quick_test_bench.py"
+HARNESS_FILE = "quick_test_bench.py"  # the frozen harness (and training probe) of a campaign
+OP_SPEC_FILE = "op_spec.py"  # the op spec the frozen harness measures, beside it
 SHAPES_FILE = "shapes.yaml"  # init's copy of a --shapes file, for the benchmark command
 REPORT_FILE = "REPORT.md"
 REPORT_PLOT_FILE = "REPORT.svg"

@@ -195,18 +195,26 @@ def independent(
     benchmarks/dev/agreement_dev.py."""
     import torch
 
-    op = harness.OPS[harness.OP]
-    kernels = sys.modules[op.module]  # imported by the harness run before it
-    os.environ[op.env_var] = harness.BACKEND  # read by the kernels at each call, as the harness sets it
+    op = harness_op(harness)
     device = torch.device("cuda")
+    dtype = getattr(torch, op.info.dtype_for("cuda"))
     generator = torch.Generator(device=device).manual_seed(20261129)
+    backward = op.info.backward and not forward_only
+    draw = harness.Draw(generator, device, dtype, backward)
 
     def inputs() -> Any:
-        return op.inputs(shape, generator, device, torch.bfloat16)
+        return draw.inputs(op.spec_module, dict(shape))
 
-    def backward_of(one: Any, grad_out: Any) -> Any:
-        out = op.provider(kernels, one)()
-        return lambda: torch.autograd.grad(out, (one.a, one.b), grad_out)
+    # One upstream gradient per output that requires one, drawn once (outside every interval).
+    sample = op.named(op.call(inputs())) if backward else {}
+    grad_outs = {name: torch.randn_like(out) for name, out in sample.items() if out.requires_grad}
+    del sample
+
+    def backward_of(one: Any) -> Any:
+        outputs = op.named(op.provider(one)())
+        targets = [outputs[name] for name in grad_outs]
+        leaves = list(one.differentiable().values())
+        return lambda: torch.autograd.grad(targets, leaves, list(grad_outs.values()))
 
     sets = itertools.cycle([inputs() for _ in range(0 if fresh else input_sets)])
 
@@ -214,11 +222,26 @@ def independent(
         """`make` runs for every call: a backward's forward is not kept and run again."""
         return lambda: make(inputs() if fresh else next(sets))
 
-    figures = {"forward": back_to_back_ms(harness, calls(lambda one: op.provider(kernels, one)), clear)}
-    if not op.quant and not forward_only:
-        grad_out = op.grad_out(shape, generator, device, torch.bfloat16)
-        figures["backward"] = back_to_back_ms(harness, calls(lambda one: backward_of(one, grad_out)), clear)
+    figures = {"forward": back_to_back_ms(harness, calls(op.provider), clear)}
+    if backward:
+        figures["backward"] = back_to_back_ms(harness, calls(backward_of), clear)
     return figures
+
+
+def harness_op(harness: ModuleType) -> Any:
+    """The op a harness copy measures, bound to the kernels its run imported and to its backend
+    (which the kernels read at each call, as the harness sets it)."""
+    if not hasattr(harness, "Op"):
+        raise SystemExit(
+            "crosscheck: this campaign's frozen harness predates op specs; calibrate a campaign prepared by "
+            "this version of gitcampaign"
+        )
+    spec_file = Path(str(harness.__file__)).with_name(harness.SPEC_FILE)
+    op = harness.Op(harness.load_spec_module(spec_file), harness.OP, str(spec_file))
+    op.kernel, op.backend = sys.modules[op.info.module], harness.BACKEND
+    if op.info.backend_env:
+        os.environ[op.info.backend_env] = harness.BACKEND
+    return op
 
 
 def harness_figures(harness: ModuleType, csv_path: Path) -> tuple[str, Figures]:
@@ -270,8 +293,7 @@ def cross_check_shape(
     def run_back_to_back(role: str, round_index: int) -> Figures:
         say("back to back", role, round_index)
         harness = harnesses[role]
-        op = harness.OPS[harness.OP]
-        shape = harness.parse_shapes([entry], str(args.shapes_file), op.grouped, op.quant)[0]
+        shape = harness.parse_shapes([entry], str(args.shapes_file), harness_op(harness).info)[0]
         return independent(harness, shape, args.forward_only)
 
     backends = {role: harness.BACKEND for role, harness in harnesses.items()}

@@ -62,6 +62,7 @@ class Manifest:
     protected_paths: dict[str, str | None] = field(default_factory=dict)
     noise_floor: NoiseFloor | None = None
     executor: dict[str, Any] | None = None  # where the harness runs (gitcampaign.executor)
+    op_spec: str = ""  # a user's op spec (its repository path) that prepare freezes beside the harness
     format: int = MANIFEST_FORMAT
 
     @property
@@ -115,6 +116,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "protected_paths": dict,
     "noise_floor": (dict, type(None)),
     "executor": (dict, type(None)),
+    "op_spec": str,
     "format": int,
 }
 
@@ -222,6 +224,7 @@ def _required(name: str) -> bool:
         "protected_paths",
         "noise_floor",
         "executor",
+        "op_spec",
         "format",
     )
 

@@ -135,6 +135,24 @@ def _require_plausible(row: BenchRow, where: str) -> None:
         )
 
 
+def require_metric(header: str, metric: str, source: str) -> None:
+    """The CSV must carry what the primary metric is computed from; otherwise every row would read
+    NaN and the campaign would look broken for the wrong reason."""
+    columns = header.split(",")
+    needed = (
+        ["M", "N", "K", "Forward Time (ms)", "Backward Time (ms)"] if metric == C.METRIC_STEP else [metric]
+    )
+    missing = [column for column in needed if column not in columns]
+    if missing:
+        given = [m for m in (C.METRIC_FORWARD, C.METRIC_GBS, C.METRIC_BWD_GBS) if m in columns]
+        raise CampaignError(
+            f"{source}: the campaign's primary metric is {metric!r}, but the harness's CSV has no "
+            f"{', '.join(repr(m) for m in missing)} column (its header: {header})",
+            "start the campaign again with `git campaign init ... --metric` naming a metric the CSV gives"
+            + (f" ({', '.join(repr(m) for m in given)})" if given else ""),
+        )
+
+
 def require_header(header: str, frozen: str, source: str) -> None:
     if header != frozen:
         position = next(

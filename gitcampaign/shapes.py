@@ -1,8 +1,9 @@
 """Target shapes: model presets and the YAML shape-file format shared by `init` and the harness.
 
-A shape file is a YAML list of mappings with `label`, `M`, `N`, `K`; grouped ops add `B` (groups,
-the experts on one EP rank) and `dist` (how tokens spread over them); quantisation ops use `M`, `K`.
-For GEMM-class ops `M` is the total number of rows (summed over groups), so FLOPs = 2·M·N·K.
+A shape file is a YAML list of mappings: a `label` and the fields the op's spec declares. For the
+shipped ops: `M`, `N`, `K` for GEMMs; grouped ops add `B` (groups, the experts on one EP rank) and
+`dist` (how tokens spread over them); quantisation ops use `M`, `K`. For GEMM-class ops `M` is the
+total number of rows (summed over groups), so FLOPs = 2·M·N·K.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import yaml
 
 from gitcampaign.errors import CampaignError
 
-# The MoE token distributions belong to the harness, which owns the routing (docs/harness.md);
-# the tool only names them.
-# The harness owns the shape record and the routing distributions; the presets build its Shape.
-from gitcampaign.templates.quick_test_bench import (
+# The harness owns the shape record and the MoE routing distributions (docs/harness.md); the
+# presets build its Shape and the tool only names the distributions.
+from gitcampaign.harness.contract import (
     DISTRIBUTIONS,
     SKEWED_DISTRIBUTIONS,
     Shape,
+    SpecInfo,
     UsageError,
-    shape_records,
+    parse_shapes,
 )
 
 __all__ = ["DISTRIBUTIONS", "SKEWED_DISTRIBUTIONS", "Shape", "dump_shapes", "load_shapes", "preset"]
@@ -198,20 +199,26 @@ def _one_preset(spec: str) -> list[Shape]:
         return _quant_preset(name[: -len("-quant")], mbs_list)
     raise CampaignError(
         f"{spec!r} is neither a shape preset nor a YAML file",
-        f"use one of {', '.join(preset_names())}, or a path to a YAML list of {{label, M, N, K}}",
+        f"use one of {', '.join(preset_names())}, or a path to a YAML list of shapes (docs/op-spec.md, Shapes)",
     )
 
 
-def shapes_from_data(data: object, source: str) -> list[Shape]:
-    """Validate a parsed shape list as the harness does (its `shape_records`), for any op: label,
-    M and K in every shape, sizes of at least 1 (a shape with no work has no time and no
+def shapes_from_data(data: object, source: str, info: SpecInfo | None = None) -> list[Shape]:
+    """Validate a parsed shape list as the harness does (its `parse_shapes`): with the op's spec,
+    every field it declares, of its type (defaults filled in); without one (a user's own harness),
+    a label and scalar fields, integer sizes of at least 1 (a shape with no work has no time and no
     throughput; an empty expert is a group of 0 rows inside B, not a shape of M = 0)."""
     try:
-        return shape_records(data, source, ("label", "M", "K"), minimum=1)
+        return parse_shapes(data, source, info)
     except UsageError as exc:
+        fields = (
+            ", ".join(["label", *(field.name for field in info.fields)])
+            if info
+            else "label and your harness's fields"
+        )
         raise CampaignError(
             str(exc),
-            "fix the shape list: a YAML list of {label, M, N, K} mappings (docs/harness.md, Invocation)",
+            f"fix the shape list: a YAML list of mappings with {fields} (docs/op-spec.md, Shapes)",
         ) from exc
 
 
@@ -221,8 +228,8 @@ def is_shape_file(spec: str) -> bool:
     return path.suffix in (".yaml", ".yml") or path.exists()
 
 
-def load_shapes(spec: str) -> list[Shape]:
-    """`spec` is a preset name or a path to a YAML shape file."""
+def load_shapes(spec: str, info: SpecInfo | None = None) -> list[Shape]:
+    """`spec` is a preset name or a path to a YAML shape file; checked against the op's fields."""
     path = Path(spec)
     if is_shape_file(spec):
         if not path.is_file():
@@ -233,8 +240,9 @@ def load_shapes(spec: str) -> list[Shape]:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
             raise CampaignError(f"shape file {spec} is not valid YAML: {exc}", "fix the YAML syntax") from exc
-        return shapes_from_data(data, spec)
-    return preset(spec)
+        return shapes_from_data(data, spec, info)
+    shapes = preset(spec)
+    return shapes if info is None else shapes_from_data([shape.to_dict() for shape in shapes], spec, info)
 
 
 def dump_shapes(shapes: list[Shape]) -> str:

@@ -11,7 +11,9 @@ import pytest
 
 from gitcampaign import envinfo
 from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, build_rows, row_notes
-from gitcampaign.templates import quick_test_bench as qtb
+from tests.harness_build import frozen_module
+
+qtb = frozen_module()
 
 
 def one_round(ours: tuple[float, float], vendor: tuple[float, float]) -> dict[str, Any]:

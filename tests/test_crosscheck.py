@@ -20,7 +20,9 @@ import kernels
 from gitcampaign import crosscheck
 from gitcampaign.calibration import RATIO_LIMIT, ROLES, SHAPE_LIMIT, CalibrationRow, build_rows
 from gitcampaign.crosscheck import Figures, harness_figures, interleave, load_harness, round_order
-from gitcampaign.templates import quick_test_bench as qtb
+from tests.harness_build import frozen_module, write_harness
+
+qtb = frozen_module()
 
 TRUE_MS = {"ours": {"forward": 3.6, "backward": 7.0}, "vendor": {"forward": 2.7, "backward": 5.4}}
 WINDOW_S = 2.0  # one phase's pre-roll and timed window
@@ -144,10 +146,7 @@ def test_two_harness_copies_in_one_process_measure_with_their_own_backend(
 ) -> None:
     """The harness as `prepare` writes it, imported once per backend: each copy runs its own main
     on the CPU, sets the backend the kernels read at each call, and passes its own seal."""
-    text = Path(qtb.__file__).read_text().replace('OP = "__OP__"', 'OP = "gemm"')
-    path = tmp_path / "campaigns" / "c" / "quick_test_bench.py"
-    path.parent.mkdir(parents=True)
-    path.write_text(text.replace('BACKEND = "__BACKEND__"', 'BACKEND = "triton"'))
+    path = write_harness(tmp_path, "gemm", "triton", campaign="c")
     (tmp_path / "kernels").symlink_to(Path(kernels.__file__).parent)  # the harness's own repository
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("- {label: tiny, M: 32, N: 32, K: 32}\n")

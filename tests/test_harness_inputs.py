@@ -10,7 +10,7 @@ work the quick harness measures.
   with contents no earlier call had, and a cache keyed on the bank's storage fails.
 - The op modules import nothing from `gitcampaign`.
 
-All run the real template on the CPU, as a subprocess in a scratch repository (see test_quick_harness).
+All run the frozen harness on the CPU, as a subprocess in a scratch repository (see test_quick_harness).
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gitcampaign.templates import quick_test_bench as qtb
+from tests.harness_build import frozen_module
 from tests.test_quick_harness import REPO_ROOT, harness_repo, rows, run_harness
+
+qtb = frozen_module()
 
 # A round's grouped GEMM that also "rewrites the routing": its own uniform make_group_sizes and
 # DISTRIBUTIONS (what the harness used to import from this file), optionally a patch of the

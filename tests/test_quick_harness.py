@@ -1,9 +1,9 @@
-"""The quick harness template (issues 3-5): CSV schema, exit codes, and the dynamic anti-cheat checks.
+"""The quick harness (issues 3-5, 35): CSV schema, exit codes, and the dynamic anti-cheat checks.
 
-Most tests run the template the way a campaign does: copied to `campaigns/x/quick_test_bench.py`
-in a scratch repository root, placeholders filled in, as a subprocess. The kernels there are either
-the real ones (a symlink) or a planted `kernels` package whose gemm misbehaves in a way chosen by
-the shape's K, so one run exercises every check.
+Most tests run the harness the way a campaign does: the frozen single file `prepare` builds, in
+`campaigns/x/quick_test_bench.py` of a scratch repository root with the op spec beside it, as a
+subprocess. The kernels there are either the real ones (a symlink) or a planted `kernels` package
+whose gemm misbehaves in a way chosen by the shape's K, so one run exercises every check.
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ import torch
 import yaml
 
 from gitcampaign import constants
+from gitcampaign.harness.build import PLACEHOLDERS, source
+from gitcampaign.harness.contract import CheckSpec
+from gitcampaign.harness.ops import registry
 from gitcampaign.progress import FIRST_CALLS
 from gitcampaign.shapes import dump_shapes, preset
-from gitcampaign.templates import quick_test_bench as qtb
 from tests.conftest import GPU_TEST_CONFIGS
+from tests.harness_build import frozen_module, spec_module, write_harness
 
+qtb = frozen_module()
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = REPO_ROOT / "gitcampaign" / "templates" / "quick_test_bench.py"
 CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the CPU/interpreter behaviour")
 
 # The planted gemm: its behaviour is chosen by K so that a single run covers every check.
@@ -87,14 +90,9 @@ PLANTED = [
 
 
 def harness_repo(root: Path, op: str, backend: str, kernels: str | dict[str, str] = "real") -> Path:
-    """A repository root holding the filled-in harness and either the real kernels or planted files."""
-    harness = root / "campaigns" / "x" / "quick_test_bench.py"
-    harness.parent.mkdir(parents=True)
-    text = TEMPLATE.read_text()
-    text = text.replace('OP = "__OP__"', f'OP = "{op}"').replace(
-        'BACKEND = "__BACKEND__"', f'BACKEND = "{backend}"'
-    )
-    harness.write_text(text)
+    """A repository root holding the frozen harness and op spec and either the real kernels or
+    planted files."""
+    harness = write_harness(root, op, backend)
     if kernels == "real":
         (root / "kernels").symlink_to(REPO_ROOT / "kernels")
     else:
@@ -145,19 +143,24 @@ def tiny_shapes(name: str) -> list[dict[str, object]]:
 # ------------------------------------------------------------------------------------------------
 
 
-def test_headers_equal_the_frozen_constants() -> None:
-    assert qtb.GEMM_HEADER == constants.GEMM_HEADER
-    assert qtb.QUANT_HEADER == constants.QUANT_HEADER
-    # Records are the CSV rows: one field per column, in order.
-    assert len(qtb.GemmRow.__dataclass_fields__) == len(constants.GEMM_HEADER.split(","))
-    assert len(qtb.QuantRow.__dataclass_fields__) == len(constants.QUANT_HEADER.split(","))
+def test_the_shipped_specs_write_the_handoff_headers_byte_for_byte() -> None:
+    gemm = (
+        "label,B,M,N,K,Check,Forward TFLOPS,Forward TFLOPS_stddev,Backward TFLOPS,Backward TFLOPS_stddev,"
+        "Forward Time (ms),Backward Time (ms),out_snr,da_snr,db_snr"
+    )
+    quant = "label,M,K,Check,Forward GB/s,Forward GB/s_stddev,Forward Time (ms),mismatch_frac"
+    headers = {op: info.header() for op, (_, info) in registry().items()}
+    assert headers == {op: quant if op.startswith("quantize") else gemm for op in headers}
+    assert (gemm, quant) == (constants.GEMM_HEADER, constants.QUANT_HEADER)
 
 
-def test_template_has_each_placeholder_line_once() -> None:
-    text = TEMPLATE.read_text()
-    assert text.count('OP = "__OP__"') == 1
-    assert text.count('BACKEND = "__BACKEND__"') == 1
+def test_the_frozen_file_is_self_contained_and_byte_stable() -> None:
+    text = source()
+    assert text == source()  # the same package builds the same file
+    for line in PLACEHOLDERS.values():
+        assert text.count(line) == 1
     assert "import gitcampaign" not in text and "from gitcampaign" not in text
+    compile(text, "quick_test_bench.py", "exec")
 
 
 def test_snr_is_nan_for_nan_and_exact_for_a_known_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,8 +187,7 @@ def test_population_stddev_and_median_of_the_per_repeat_metric() -> None:
 
 
 def test_cells_keep_six_digits_and_write_nan() -> None:
-    row = qtb.GemmRow("s", 1, 2, 3, 4, "ERROR", forward_tflops=123.4567891)
-    assert qtb.csv_line(row) == "s,1,2,3,4,ERROR,123.457,nan,nan,nan,nan,nan,nan,nan,nan\n"
+    assert qtb.csv_line(["s", 1, 2, 3, 4, "ERROR", 123.4567891, math.nan]) == "s,1,2,3,4,ERROR,123.457,nan\n"
 
 
 def test_interpreter_quant_rule_forgives_only_the_interpreter_rounding_faults() -> None:
@@ -195,15 +197,21 @@ def test_interpreter_quant_rule_forgives_only_the_interpreter_rounding_faults() 
     # 0x08 = 2**-6 and 0x04 = its lost-carry half in the subnormals.
     reference = torch.tensor([[0x70, 0x30, 0x08, 0xB0]], dtype=torch.uint8).view(e4m3)
     forgiven = torch.tensor([[0x68, 0x31, 0x04, 0xAF]], dtype=torch.uint8).view(e4m3)
-    assert qtb.interpreter_quant_reasons((forgiven, scales), (reference, scales)) == []
+    exact = CheckSpec("mismatch_frac", ("codes", "scales"), "exact")
+
+    def reasons(codes: torch.Tensor, scale: torch.Tensor, cuda: bool = False) -> list[str]:
+        return qtb.judge(exact, [codes, scale], [reference, scales], 0.0, cuda)[1]
+
+    assert reasons(forgiven, scales) == []
+    assert reasons(forgiven, scales, cuda=True)  # the GPU's rule is bit for bit
     two_steps = torch.tensor([[0x70, 0x32, 0x08, 0xB0]], dtype=torch.uint8).view(e4m3)
-    assert qtb.interpreter_quant_reasons((two_steps, scales), (reference, scales))
+    assert reasons(two_steps, scales)
     sign_flip = torch.tensor([[0x70, 0xB0, 0x08, 0xB0]], dtype=torch.uint8).view(e4m3)
-    assert qtb.interpreter_quant_reasons((sign_flip, scales), (reference, scales))
-    other_scale = torch.tensor([[0.5000001]])
-    assert qtb.interpreter_quant_reasons((reference, other_scale), (reference, scales))
+    assert reasons(sign_flip, scales)
+    # Scales involve no fp8 cast: bit for bit everywhere.
+    assert reasons(reference, torch.tensor([[0.5000001]]))
     # The reported share counts codes and scales: 4 codes wrong of 4 codes + 1 scale.
-    assert qtb.mismatch_fraction((forgiven, scales), (reference, scales)) == pytest.approx(4 / 5)
+    assert qtb.mismatch_fraction([forgiven, scales], [reference, scales]) == pytest.approx(4 / 5)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -214,7 +222,7 @@ def test_interpreter_quant_rule_forgives_only_the_interpreter_rounding_faults() 
 def test_placeholders_left_in_are_refused(tmp_path: Path) -> None:
     harness = tmp_path / "repo" / "campaigns" / "x" / "quick_test_bench.py"
     harness.parent.mkdir(parents=True)
-    harness.write_text(TEMPLATE.read_text())
+    harness.write_text(source())
     process, csv_text = run_harness(harness, [{"label": "s", "M": 8, "N": 8, "K": 8}])
     assert process.returncode == 3
     assert "placeholders" in process.stderr and "git campaign prepare" in process.stderr
@@ -229,7 +237,7 @@ def test_placeholders_left_in_are_refused(tmp_path: Path) -> None:
         (None, [], "--shapes-file"),  # required argument missing: 3, not argparse's 2
         ([{"label": "s", "M": 8, "N": 8, "K": 8, "min_snr_db": 10}], [], "may only tighten"),
         ([{"label": "s", "M": 8, "K": 8}], [], "has no 'N'"),
-        ([{"label": "s", "M": 8, "N": 8, "K": 8, "bogus": 1}], [], "unknown fields"),
+        ([{"label": "s", "M": 8, "N": 8, "K": 8, "bogus": 1}], [], "that op gemm does not declare"),
         ([{"label": "a b", "M": 8, "N": 8, "K": 8}], [], "CSV cell"),
     ],
 )
@@ -333,7 +341,7 @@ def test_real_quantisation(tmp_path: Path, op: str) -> None:
     quant = harness_repo(tmp_path / "q", op, "triton")
     process, csv_text = run_harness(quant, tiny_shapes("tiny-quant"), "--repeats", "1")
     assert process.returncode == 0, process.stderr
-    assert "CPU check is weaker" in process.stderr
+    assert "forgive the interpreter's fp32->fp8 rounding faults" in process.stderr
     assert csv_text is not None and csv_text.split("\n", 1)[0] == constants.QUANT_HEADER
     for row in rows(csv_text):
         assert row["Check"] == "PASS" and float(row["Forward GB/s"]) > 0
@@ -685,12 +693,53 @@ def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows
     it must stay bit-identical to the documented rule in kernels/quant.py."""
     import torch
 
-    from gitcampaign.templates.quick_test_bench import quantize_reference
     from kernels.quant import quantize_fp8_reference
 
     x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows * 31 + cols)) * 7
     if rows > 1:
         x[1] = 0  # an all-zero row takes the eps scale
-    ours, kernel_ref = quantize_reference(x, granularity), quantize_fp8_reference(x, granularity)
+    ours = spec_module(f"quantize_fp8_{granularity}").reference(x)
+    kernel_ref = quantize_fp8_reference(x, granularity)
     assert torch.equal(ours[0].view(torch.uint8), kernel_ref[0].view(torch.uint8))
     assert torch.equal(ours[1], kernel_ref[1])
+
+
+def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> None:
+    """`--profile`: per shape and phase, the calls on the gate's own inputs under torch.profiler
+    (CPU operators here), with the work per call and the host's time to issue one."""
+    import json
+
+    harness = harness_repo(tmp_path / "repo", "gemm", "torch")
+    (tmp_path / "repo" / "s.yaml").write_text("- {label: s, M: 64, N: 48, K: 32}\n")
+    out = tmp_path / "repo" / "profile.json"
+    process = subprocess.run(
+        [
+            sys.executable,
+            str(harness),
+            "--profile",
+            str(out),
+            "--shapes-file",
+            "s.yaml",
+            "--profile-calls",
+            "4",
+        ],
+        cwd=tmp_path / "repo",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("KERNELS_")},
+            "PYTHONPATH": str(REPO_ROOT),
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    record = json.loads(out.read_text())
+    assert (record["format"], record["op"], record["device"], record["peak"]) == (1, "gemm", "cpu", "bf16")
+    (shape,) = record["shapes"]
+    assert shape["label"] == "s" and set(shape["phases"]) == {"forward", "backward"}
+    forward = shape["phases"]["forward"]
+    assert (forward["calls"], forward["unit"], forward["work"]) == (4, "flop", 2.0 * 64 * 48 * 32)
+    assert forward["host_ms_per_call"] > 0 and forward["gpu_ms_per_call"] > 0
+    assert forward["kernels"] and sum(kernel["share"] for kernel in forward["kernels"]) == pytest.approx(1.0)
+    assert forward["kernels"][0]["name"] == "aten::linear"  # the torch backend is F.linear

@@ -1,168 +1,187 @@
-"""The training-step probe on the CPU: the torch backend at the `small` size (fast), one Triton run.
+"""The training probe (the frozen harness's `--train-probe`), built from each op spec's parameters
+and activations, on the CPU: every shipped op trains, the same seed gives the same trajectory, and
+the comparison VALIDATE makes catches what only training shows.
 
-The probe is a template run as a script, so it is loaded from its file; running it in-process uses
-this repository's kernels, and one subprocess run proves the copied script stands alone.
+In-process runs use this repository's kernels (`--root`, `--op-spec`: the package's own options);
+one subprocess run proves the frozen file stands alone, as `prepare` writes it.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import math
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
+import yaml
+
+from gitcampaign.harness.ops import spec_of
+from gitcampaign.transfer import loss_divergence, per_shape
+from tests.harness_build import frozen_module, write_harness
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = REPO_ROOT / "gitcampaign" / "templates" / "train_probe.py"
 BACKEND_ENVS = ("KERNELS_GEMM_BACKEND", "KERNELS_GROUPED_GEMM_BACKEND", "KERNELS_QUANT_BACKEND")
-SMALL = ["--size", "small", "--steps", "3", "--warmup", "1"]
+SHAPES = {
+    "gemm": {"label": "s", "M": 64, "N": 64, "K": 64},
+    "grouped_gemm": {"label": "s", "B": 4, "M": 96, "N": 64, "K": 64, "dist": "hot_half"},
+    "quantize_fp8": {"label": "s", "M": 64, "K": 256},
+}
 
 
 @pytest.fixture
-def probe(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The probe module; the backend env vars it sets are restored after the test."""
+def harness(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The frozen harness; the backend variables and sys.path it sets are restored after the test."""
     for name in BACKEND_ENVS:
         monkeypatch.setenv(name, os.environ.get(name, "triton"))
-    spec = importlib.util.spec_from_file_location("train_probe_under_test", TEMPLATE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return frozen_module()
 
 
-def run(probe: ModuleType, tmp_path: Path, *args: str) -> tuple[int, dict]:
-    out = tmp_path / "probe.json"
-    code = probe.main([*args, "--json", str(out)])
+def shape_of(op: str) -> dict[str, Any]:
+    return next(shape for prefix, shape in SHAPES.items() if op.startswith(prefix))
+
+
+def run(harness: ModuleType, tmp_path: Path, op: str, backend: str, *args: str) -> tuple[int, dict[str, Any]]:
+    out, shapes = tmp_path / f"{op}-{backend}.json", tmp_path / "shapes.yaml"
+    shapes.write_text(yaml.safe_dump([shape_of(op)]))
+    found = spec_of(op)
+    assert found is not None
+    code = harness.main(
+        ["--train-probe", "--json", str(out), "--shapes-file", str(shapes), "--op", op, "--backend", backend]
+        + ["--op-spec", str(found[0]), "--root", str(REPO_ROOT), *args]
+    )
     return code, json.loads(out.read_text()) if out.exists() else {}
 
 
 @pytest.mark.parametrize(
-    "op",
+    ("op", "backend"),
     [
-        "gemm",
-        "gemm_fp8_tensorwise",
-        "gemm_fp8_rowwise",
-        "gemm_fp8_blockwise",
-        "grouped_gemm",
-        "quantize_fp8_tensorwise",
-        "quantize_fp8_rowwise",
-        "quantize_fp8_blockwise",
+        ("gemm", "torch"),
+        ("gemm_fp8_rowwise", "triton"),  # torch's fp8 path needs CUDA; the interpreter runs ours
+        ("grouped_gemm", "torch"),
+        ("quantize_fp8_blockwise", "torch"),
     ],
 )
-def test_every_op_trains_and_reports(probe: ModuleType, tmp_path: Path, op: str) -> None:
-    code, result = run(probe, tmp_path, "--op", op, "--backend", "torch", *SMALL)
+def test_every_op_trains_and_reports(harness: ModuleType, tmp_path: Path, op: str, backend: str) -> None:
+    code, result = run(harness, tmp_path, op, backend, "--steps", "3", "--warmup", "1")
     assert code == 0
-    assert (result["op"], result["backend"], result["clock"]) == (op, "torch", "perf_counter")
-    assert len(result["step_ms"]) == 3 and all(ms > 0 for ms in result["step_ms"])
-    assert result["median_ms"] == statistics.median(result["step_ms"])
-    assert len(result["loss"]) == 3 and result["loss_finite"]
-    # The target is a teacher 10% away from the block: the loss starts small against the output's
-    # own scale, so a block that does not compute what it should is far off.
-    assert 0.0 < result["loss"][0] < 0.1 * result["out_ms"][0]
-    assert len(result["out_ms"]) == 3 and 0.0 < result["op_rel_error"] < 0.1
-    # Fresh inputs every step: consecutive losses are never bit-identical.
-    assert len(set(result["loss"])) == 3
+    assert (result["op"], result["backend"], result["clock"], result["layers"]) == (
+        op,
+        backend,
+        "perf_counter",
+        1,
+    )
+    # The shape asked for, then the spec's small shape where the host's launch cost shows.
+    assert [shape["label"] for shape in result["shapes"]] == ["s", "probe-host-256"]
+    for shape in result["shapes"]:
+        assert len(shape["step_ms"]) == 3 and all(ms > 0 for ms in shape["step_ms"])
+        assert len(shape["loss"]) == 3 and len(shape["out_ms"]) == 3
+        # The target is a teacher 10% away: the loss is small against the output's own scale.
+        assert 0.0 <= shape["loss"][0] < 0.1 * shape["out_ms"][0]
+    assert result["loss_finite"]
+    if op.startswith("quantize"):
+        assert result["op_rel_error"] == 0.0  # exact: the losses of two honest kernels are equal
+    else:
+        assert 0.0 < result["op_rel_error"] < 0.1
+        # Fresh activations every step: consecutive losses are never bit-identical.
+        assert len(set(result["shapes"][0]["loss"])) == 3
 
 
-def test_triton_and_torch_train_alike_from_the_same_seed(probe: ModuleType, tmp_path: Path) -> None:
-    """The comparison VALIDATE relies on: same seed, same data, same trajectory up to rounding.
-    fp16 compute with fp32 accumulation on 64-wide reductions differs by ~1e-3 relative per step."""
-    _, torch_run = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *SMALL)
-    _, triton_run = run(probe, tmp_path, "--op", "gemm", "--backend", "triton", *SMALL)
-    _, other_seed = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", "--seed", "1", *SMALL)
-    for mine, reference in zip(triton_run["loss"], torch_run["loss"], strict=True):
-        assert math.isclose(mine, reference, rel_tol=1e-2)
-    assert not math.isclose(other_seed["loss"][0], torch_run["loss"][0], rel_tol=1e-2)
+def test_triton_and_torch_train_alike_from_the_same_seed(harness: ModuleType, tmp_path: Path) -> None:
+    """The comparison VALIDATE relies on: same seed, same data, same trajectory up to rounding."""
+    steps = ("--steps", "3", "--warmup", "1")
+    _, torch_run = run(harness, tmp_path, "gemm", "torch", *steps)
+    _, triton_run = run(harness, tmp_path, "gemm", "triton", *steps)
+    _, other_seed = run(harness, tmp_path, "gemm", "torch", "--seed", "1", *steps)
+    incumbent, candidate = per_shape(torch_run), per_shape(triton_run)
+    assert all(loss_divergence(incumbent[label], candidate[label]) is None for label in incumbent)
+    assert loss_divergence(incumbent["s"], per_shape(other_seed)["s"]) is not None
 
 
-def test_non_finite_loss_fails(probe: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_non_finite_loss_fails(harness: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kernels.gemm
 
     real_gemm = kernels.gemm.gemm
     monkeypatch.setattr(kernels.gemm, "gemm", lambda a, b: real_gemm(a, b) * float("nan"))
-    code, result = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *SMALL)
+    code, result = run(harness, tmp_path, "gemm", "torch", "--steps", "2", "--warmup", "0")
     assert code == 1
     assert result["loss_finite"] is False
 
 
-def test_routing_is_fresh_and_skewed(probe: ModuleType) -> None:
-    """Every step routes anew, every token to top_k experts, with uneven loads (what a constexpr
-    per-group M or a tile-divisibility assumption would get wrong)."""
-    spec = probe.OPS["grouped_gemm"]
-    size = probe.SIZES["small"]
-    block = probe.Block(spec, {}, size, torch.device("cpu"), torch.float32, seed=0)
-    routings = [block._routing() for _ in range(4)]
-    for routing in routings:
-        sizes = routing["group_sizes"]
-        assert int(sizes.sum()) == size.tokens * size.top_k
-        assert sizes.max() > sizes.float().mean()  # skewed, not uniform
-        counts = torch.bincount(routing["token_of_row"], minlength=size.tokens)
-        assert torch.equal(counts, torch.full_like(counts, size.top_k))
-    assert not all(torch.equal(routings[0]["group_sizes"], r["group_sizes"]) for r in routings[1:])
+def test_parameters_persist_and_activations_and_routing_are_fresh(harness: ModuleType) -> None:
+    """The expert weights are the same tensors every step, updated in place (their version moves);
+    the rows and the routing are drawn anew, skewed as the shape's distribution says."""
+    found = spec_of("grouped_gemm")
+    assert found is not None
+    op = harness.Op(harness.load_spec_module(found[0]), "grouped_gemm", str(found[0]))
+    op.load_kernel("torch", False, REPO_ROOT)
+    shape = harness.parse_shapes([SHAPES["grouped_gemm"]], "test", op.info)[0]
+    state = harness.ProbeShape(op, shape, torch.device("cpu"), torch.float32, seed=0)
+    weight = state.parameters["b"]
+    steps = [state.data() for _ in range(4)]
+    for inputs, _ in steps:
+        assert inputs.values["b"] is weight
+        sizes = inputs.values["group_sizes"]
+        assert int(sizes.sum()) == 96 and int(sizes.max()) == 48  # hot_half: one expert, half the rows
+    assert len({tuple(inputs.values["group_sizes"].tolist()) for inputs, _ in steps}) > 1
+    assert not torch.equal(steps[0][0].values["a"], steps[1][0].values["a"])
+    version = weight._version
+    state.step(*steps[0])
+    assert weight._version > version
 
 
-def test_usage_errors_exit_3(probe: ModuleType) -> None:
-    assert probe.main(["--op", "gemm", "--steps", "0"]) == 3
-    assert probe.main(["--op", "no_such_op"]) == 3
+def test_usage_errors_exit_3(harness: ModuleType, tmp_path: Path) -> None:
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text(yaml.safe_dump([SHAPES["gemm"]]))
+    assert (
+        harness.main(["--train-probe", "--json", "x.json", "--shapes-file", str(shapes), "--steps", "0"]) == 3
+    )
+    assert harness.main(["--train-probe", "--shapes-file", str(shapes)]) == 3  # no --json
 
 
-def test_copied_probe_stands_alone(tmp_path: Path) -> None:
-    """As `prepare` installs it: campaigns/NAME/train_probe.py, kernels two levels up, no gitcampaign."""
+def test_the_frozen_probe_stands_alone(tmp_path: Path) -> None:
+    """As `prepare` writes it: campaigns/NAME/quick_test_bench.py with op_spec.py beside it, kernels
+    two levels up, no gitcampaign importable."""
     root = tmp_path / "project"
     shutil.copytree(REPO_ROOT / "kernels", root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
-    script = root / "campaigns" / "demo" / "train_probe.py"
-    script.parent.mkdir(parents=True)
-    shutil.copy(TEMPLATE, script)
+    script = write_harness(root, "gemm", "torch", campaign="demo")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump([SHAPES["gemm"]]))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tmp_path / "blocker")  # a `gitcampaign` that cannot be imported
+    (tmp_path / "blocker" / "gitcampaign").mkdir(parents=True)
+    (tmp_path / "blocker" / "gitcampaign" / "__init__.py").write_text("raise ImportError('not here')\n")
     completed = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--op",
-            "gemm",
-            "--backend",
-            "torch",
-            "--size",
-            "small",
-            "--steps",
-            "2",
-            "--warmup",
-            "0",
-            "--json",
-            "out/probe.json",
-        ],
+        [sys.executable, str(script), "--train-probe", "--json", "out/probe.json", "--shapes-file", "s.yaml"]
+        + ["--steps", "2", "--warmup", "0"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     result = json.loads((tmp_path / "out" / "probe.json").read_text())
     assert result["steps"] == 2 and result["loss_finite"]
-    assert not re.search(r"^\s*(import|from)\s+gitcampaign", TEMPLATE.read_text(), re.MULTILINE)
+    assert not re.search(r"^\s*(import|from)\s+gitcampaign", script.read_text(), re.MULTILINE)
 
 
 def test_loss_trajectory_catches_what_only_training_shows(
-    probe: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    harness: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """VALIDATE's comparison: a stale weight cache (keyed without `_version`) and an output served
     from the previous step leave the incumbent's trajectory; a 5% error (the harness's to catch) and
     the honest Triton kernel against torch stay within the precision's tolerance."""
     import kernels.gemm
-    from gitcampaign.commands.validate import loss_divergence
 
-    steps = ["--size", "small", "--steps", "8", "--warmup", "1"]
-    _, incumbent = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
+    steps = ("--steps", "8", "--warmup", "1")
+    _, incumbent = run(harness, tmp_path, "gemm", "torch", *steps)
     real_gemm = kernels.gemm.gemm
     stale_weights: dict[int, torch.Tensor] = {}
     previous: dict[tuple[int, ...], torch.Tensor] = {}
@@ -176,13 +195,13 @@ def test_loss_trajectory_catches_what_only_training_shows(
         previous[(*a.shape, *b.shape)] = out.detach()
         return served + 0 * out
 
+    def diverged(candidate: dict[str, Any]) -> bool:
+        return loss_divergence(per_shape(incumbent)["s"], per_shape(candidate)["s"]) is not None
+
     for cheat in (stale_weight_gemm, previous_output_gemm):
         monkeypatch.setattr(kernels.gemm, "gemm", cheat)
-        _, candidate = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
-        assert loss_divergence(incumbent, candidate), cheat.__name__
+        assert diverged(run(harness, tmp_path, "gemm", "torch", *steps)[1]), cheat.__name__
     monkeypatch.setattr(kernels.gemm, "gemm", lambda a, b: real_gemm(a, b) * 1.05)
-    _, off = run(probe, tmp_path, "--op", "gemm", "--backend", "torch", *steps)
-    assert loss_divergence(incumbent, off) is None
+    assert not diverged(run(harness, tmp_path, "gemm", "torch", *steps)[1])
     monkeypatch.setattr(kernels.gemm, "gemm", real_gemm)
-    _, honest = run(probe, tmp_path, "--op", "gemm", "--backend", "triton", *steps)
-    assert loss_divergence(incumbent, honest) is None
+    assert not diverged(run(harness, tmp_path, "gemm", "triton", *steps)[1])

@@ -30,8 +30,8 @@ def child(op: str, mode: str) -> None:
     import torch
     from triton.runtime.autotuner import Autotuner
 
+    from gitcampaign.harness.clock import configs_compiled_together
     from gitcampaign.shapes import preset
-    from gitcampaign.templates.quick_test_bench import configs_compiled_together
     from kernels import gemm, gemm_fp8
 
     device = torch.device("cuda")

@@ -43,8 +43,9 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gitcampaign.harness.checks import snr_db  # noqa: E402
+from gitcampaign.harness.contract import SNR_THRESHOLDS_DB  # noqa: E402
 from gitcampaign.shapes import preset  # noqa: E402
-from gitcampaign.templates.quick_test_bench import SNR_THRESHOLDS_DB, snr_db  # noqa: E402
 from kernels import _gluon_fp8, quant  # noqa: E402
 from kernels import gemm_fp8 as fp8  # noqa: E402
 

@@ -35,8 +35,9 @@ from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gitcampaign.harness.checks import snr_db  # noqa: E402
+from gitcampaign.harness.contract import SNR_THRESHOLDS_DB  # noqa: E402
 from gitcampaign.shapes import Shape, preset  # noqa: E402
-from gitcampaign.templates.quick_test_bench import SNR_THRESHOLDS_DB, snr_db  # noqa: E402
 from kernels import gemm as gemm_module  # noqa: E402
 from kernels._common import num_sms, tma_config  # noqa: E402
 

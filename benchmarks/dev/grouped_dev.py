@@ -36,14 +36,15 @@ import triton.testing
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import kernels.grouped_gemm as gg  # noqa: E402
+from gitcampaign.harness.checks import snr_db  # noqa: E402
+from gitcampaign.harness.contract import SNR_THRESHOLDS_DB  # noqa: E402
+from gitcampaign.harness.inputs import Inputs  # noqa: E402
+from gitcampaign.harness.ops import spec_of  # noqa: E402
+from gitcampaign.harness.routing import make_group_sizes  # noqa: E402
+from gitcampaign.harness.spec import Op, load_spec_module  # noqa: E402
 from gitcampaign.shapes import Shape, preset  # noqa: E402
-from gitcampaign.templates.quick_test_bench import (  # noqa: E402
-    OPS,
-    SNR_THRESHOLDS_DB,
-    GemmInputs,
-    make_group_sizes,
-    snr_db,
-)
+
+GROUPED = Op(load_spec_module(spec_of("grouped_gemm")[0]), "grouped_gemm", "grouped_gemm spec")  # type: ignore[index]
 
 DTYPE = torch.bfloat16
 DEVICE = "cuda"
@@ -113,7 +114,8 @@ def check_and_time(shape: Shape, seed: int) -> dict[str, float]:
     ours = lambda x, w: gg.grouped_gemm(x, w, sizes)  # noqa: E731
     out = ours(a, b)
     da, db = torch.autograd.grad(out, (a, b), g)
-    ref_out, ref_da, ref_db = OPS["grouped_gemm"].reference(GemmInputs(a, b, sizes), g)
+    reference = GROUPED.reference(Inputs({"a": a, "b": b, "group_sizes": sizes}), {"out": g})
+    ref_out, ref_da, ref_db = reference["out"], reference["a.grad"], reference["b.grad"]
     snrs = {"out": snr_db(ref_out, out), "dA": snr_db(ref_da, da), "dB": snr_db(ref_db, db)}
     del ref_out, ref_da, ref_db, out, da, db
     torch.cuda.empty_cache()

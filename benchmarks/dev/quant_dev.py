@@ -6,7 +6,7 @@
 For 8192x4096, 8192x14336 and 32768x4096 and each granularity (tensorwise, rowwise, blockwise,
 block128, and rowwise on a transposed view, `rowwise.T`: what the fp8 GEMM's backward quantises for
 a.T, b.T and dOut.T), e4m3 codes:
-1. bit-exactness against the quick harness's own reference rule (`quantize_reference`; block128,
+1. bit-exactness against the quick harness's own reference rule (the quantize_fp8 spec's `reference`; block128,
    which the harness never measures, against the torch backend), on the harness's input draw;
 2. kernel launches per call (torch.profiler; a memset counts) and each kernel's device time;
 3. GB/s and fraction of a device copy for
@@ -45,7 +45,9 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from gitcampaign.templates.quick_test_bench import QuantOp, Shape, quantize_reference  # noqa: E402
+from gitcampaign.harness.inputs import binades  # noqa: E402
+from gitcampaign.harness.ops import spec_of  # noqa: E402
+from gitcampaign.harness.spec import load_spec_module  # noqa: E402
 from kernels import quant  # noqa: E402
 
 E4M3 = torch.float8_e4m3fn
@@ -54,13 +56,13 @@ GRANULARITIES = ("tensorwise", "rowwise", "blockwise", "block128", "rowwise.T")
 L2_MULTIPLE = 3
 
 
-# The harness's quantisation op: its input draw and its byte count are every granularity's.
-HARNESS_OP = QuantOp("quantize_fp8_rowwise", "rowwise")
+# The harness's quantisation spec: its input draw, byte count and reference rule.
+SPEC = load_spec_module(spec_of("quantize_fp8_rowwise")[0])  # type: ignore[index]
 
 
 def harness_input(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
     """The quick harness's draw (normal values times 2^k per row), in bf16."""
-    return HARNESS_OP.inputs(Shape("dev", rows, cols), generator, "cuda", torch.bfloat16).x
+    return binades((rows, cols), generator, "cuda", torch.bfloat16)
 
 
 def bytes_moved(rows: int, cols: int, granularity: str) -> int:
@@ -68,7 +70,7 @@ def bytes_moved(rows: int, cols: int, granularity: str) -> int:
     if granularity.endswith(".T"):
         rows, cols, granularity = cols, rows, granularity.removesuffix(".T")
     scale_count = math.prod(quant._scale_shape(rows, cols, granularity))
-    return int(HARNESS_OP.bytes_moved(Shape("dev", rows, cols), 2, scale_count))
+    return rows * cols * (2 + 1) + 4 * scale_count  # bf16 x read, fp8 codes and fp32 scales written
 
 
 def reference_quantize(x: torch.Tensor, granularity: str) -> object:
@@ -76,7 +78,8 @@ def reference_quantize(x: torch.Tensor, granularity: str) -> object:
     judged against), the torch backend's for the private block128."""
     if granularity == "block128":
         return quant._quantize_torch(x, granularity, E4M3)
-    return quantize_reference(x, granularity)
+    SPEC.VARIANT = granularity
+    return SPEC.reference(x)
 
 
 def mismatch(ours: tuple[torch.Tensor, torch.Tensor], ref: tuple[torch.Tensor, torch.Tensor]) -> str:

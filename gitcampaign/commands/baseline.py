@@ -24,7 +24,7 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
-from gitcampaign.results import BenchTable, aggregate
+from gitcampaign.results import BenchTable, aggregate, require_metric
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
 from gitcampaign.vocabulary import Decision, Phase
 
@@ -118,6 +118,7 @@ def baseline(
             with progress.phase("full validation", runs=1):
                 measured_full = ex.measure(plan, trees, full_job, 0, scratch, progress=progress)
             full = measured_full.pairs[0].candidate
+            require_metric(full.header, manifest.primary_metric, "the baseline's full validation")
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
             quick_job = HarnessJob(

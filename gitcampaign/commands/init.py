@@ -12,8 +12,9 @@ from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.campaign import check_name, configure_notes
 from gitcampaign.errors import CampaignError
+from gitcampaign.harness.contract import SpecInfo, UsageError, metrics_of, spec_info, spec_literals
+from gitcampaign.harness.ops import op_names, spec_of
 from gitcampaign.manifest import Manifest, normalise_metric
-from gitcampaign.ops import OPS, OpInfo
 from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import dump_shapes, is_shape_file, load_shapes
 from gitcampaign.verdict import now
@@ -22,7 +23,8 @@ from gitcampaign.verdict import now
 @dataclass
 class InitOptions:
     name: str
-    op: str
+    op: str | None = None
+    op_spec: str | None = None  # a user's op spec, a path in the repository
     backend: str = "triton"
     metric: str | None = None
     shapes: str = "tiny"
@@ -76,14 +78,62 @@ def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
     return target
 
 
-def _metrics_for(info: OpInfo) -> list[str]:
-    """The primary metrics an op's CSV can give: the ones its header has, plus the derived
-    Combined Step TFLOPS where it has forward and backward times."""
-    columns = info.header.split(",")
-    metrics = [m for m in (C.METRIC_FORWARD, C.METRIC_GBS, C.METRIC_BWD_GBS) if m in columns]
-    if "Forward Time (ms)" in columns and "Backward Time (ms)" in columns and "N" in columns:
-        metrics.append(C.METRIC_STEP)
-    return metrics
+@dataclass(frozen=True)
+class TargetOp:
+    """The op a campaign measures: its name, its spec's declarations and where the spec comes from
+    (a path in the repository for a user's spec, None for a shipped op's; no spec at all for a
+    label driven by the user's own --quick-command)."""
+
+    name: str
+    info: SpecInfo | None = None
+    spec_path: str | None = None
+
+    @property
+    def metrics(self) -> list[str]:
+        return metrics_of(self.info.unit, self.info.backward, self.info.columns) if self.info else []
+
+
+def target_op(repo_root: Path, options: InitOptions, spec: tuple[str, bytes] | None) -> TargetOp:
+    """The op of the op spec (its repository path and committed text) or of --op; CampaignError
+    names the problem and the fix."""
+    if spec is not None:
+        relative, text = spec
+        try:
+            info = spec_info(spec_literals(text.decode(errors="replace"), relative), relative)
+        except UsageError as exc:
+            raise CampaignError(
+                str(exc), "fix the op spec (docs/op-spec.md lists every declaration)"
+            ) from exc
+        op = options.op or (info.op_names[0] if len(info.op_names) == 1 else None)
+        if op not in info.op_names:
+            raise CampaignError(
+                f"op spec {relative} declares {', '.join(info.op_names)}"
+                + (f", not {options.op!r}" if options.op else ": pick one"),
+                f"pass --op with one of {', '.join(info.op_names)}",
+            )
+        return TargetOp(op, info, relative)
+    if not options.op:
+        raise CampaignError("no op given", "pass --op with a shipped op, or --op-spec with your op spec")
+    found = spec_of(options.op)
+    if found is None:
+        if options.quick_command is None:
+            raise CampaignError(
+                f"no built-in harness for op {options.op!r}",
+                f"use one of {', '.join(op_names())}, spec your op with --op-spec (docs/op-spec.md), "
+                "or drive your own harness with --quick-command",
+            )
+        return TargetOp(options.op)
+    info = found[1]
+    if (
+        options.quick_command is None
+        and info.kernel_source
+        and not (repo_root / info.kernel_source).is_file()
+    ):
+        raise CampaignError(
+            f"op {options.op} measures {info.module} ({info.kernel_source}), which this repository does not have",
+            "run init in a repository with that kernel, or spec your own op with --op-spec (docs/op-spec.md)",
+        )
+    return TargetOp(options.op, info)
 
 
 def protected_paths(
@@ -185,41 +235,41 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         raise CampaignError(
             f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
         )
-    info = OPS.get(options.op)
     folder = C.campaign_dir(name)
+    op = target_op(root, options, committed_spec(repo, head, options.op_spec) if options.op_spec else None)
+    info = op.info
     builtin = f"{folder}/{C.HARNESS_FILE}"
-    if options.quick_command is None and info is None:
+    if options.metric:
+        metric = normalise_metric(options.metric)
+    elif info is not None:
+        metric = info.metric
+    else:
+        metric = C.METRIC_FORWARD
+    if info is not None and options.quick_command is None and metric not in op.metrics:
         raise CampaignError(
-            f"no built-in harness for op {options.op!r}",
-            f"use one of {', '.join(OPS)}, or drive your own harness with --quick-command",
+            f"metric {metric!r} does not fit op {op.name!r} (its harness reports {', '.join(op.metrics)})",
+            f"pass --metric with one of those, or drop --metric for the op's default ({info.metric!r})",
         )
-    metric = (
-        normalise_metric(options.metric)
-        if options.metric
-        else (info.default_metric if info else C.METRIC_FORWARD)
-    )
-    if info is not None and metric not in _metrics_for(info):
-        raise CampaignError(
-            f"metric {metric!r} does not fit op {options.op!r} (its harness reports {', '.join(_metrics_for(info))})",
-            f"pass --metric with one of those, or drop --metric for the op's default ({info.default_metric!r})",
-        )
-    shapes = load_shapes(options.shapes)
-    forward_only = " --forward-only" if metric == C.METRIC_FORWARD else ""
-    quick_command = options.quick_command or f"python {builtin}{forward_only}"
+    quick_command = options.quick_command
+    if quick_command is None:
+        assert info is not None
+        forward_only = " --forward-only" if info.backward and metric == C.METRIC_FORWARD else ""
+        quick_command = f"python {builtin}{forward_only}"
     # The built-in harness (copied by prepare) may be given extra flags; anything else is the user's own.
     harness = builtin if quick_command.split()[:2] == ["python", builtin] else None
-    test_command = options.test_command or (pytest_command(info.test_file) if info else "")
+    shapes = load_shapes(options.shapes, info if harness else None)
+    test_command = options.test_command
+    if test_command is None:
+        test_command = pytest_command(info.tests) if info and info.tests else ""
     probe = options.probe_command
     if probe is None:
-        probe = (
-            f"python {folder}/train_probe.py --op {options.op} --backend {options.backend}" if harness else ""
-        )
+        probe = f"python {builtin} --train-probe" if info is not None and (harness or op.spec_path) else ""
     # A shape file may live anywhere (outside the repository, on this machine only): the campaign
     # keeps its own copy, so that the benchmark command runs in any clone.
     shape_copy = f"{folder}/{C.SHAPES_FILE}" if is_shape_file(options.shapes) else None
     benchmark_command = options.benchmark_command or (
-        f"python benchmarks/full_bench.py --op {options.op} --shapes {shape_copy or options.shapes}"
-        if info
+        f"python benchmarks/full_bench.py --op {op.name} --shapes {shape_copy or options.shapes}"
+        if info is not None and op.spec_path is None
         else ""
     )
     acceptance_command = (
@@ -236,11 +286,13 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     protected = protected_paths(
         root, [test_command, quick_command, acceptance_command], harness, options.protect
     )
-    if probe.startswith(f"python {folder}/train_probe.py"):
-        protected = sorted({*protected, f"{folder}/train_probe.py"})
+    if probe.startswith(f"python {builtin}"):
+        protected = sorted({*protected, builtin})
+    if builtin in protected:  # the frozen harness measures the op spec beside it
+        protected = sorted({*protected, f"{folder}/{C.OP_SPEC_FILE}"})
     manifest = Manifest(
         name=name,
-        target_op=options.op,
+        target_op=op.name,
         target_backend=options.backend,
         target_lang="triton" if options.backend == "triton" else options.backend,
         target_gpu=options.gpu,
@@ -250,6 +302,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         primary_metric=metric,
         target_shapes=[shape.to_dict() for shape in shapes],
         kernel_source=options.kernel_source or (info.kernel_source if info else ""),
+        op_spec=op.spec_path or "",
         test_command=test_command,
         benchmark_command=benchmark_command,
         quick_command=quick_command,
@@ -274,10 +327,29 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
             manifest.path: manifest.to_yaml(),
             **({shape_copy: dump_shapes(shapes).encode()} if shape_copy else {}),
         },
-        f"campaign {name}: define target\n\nop {options.op}, backend {options.backend}, metric {metric}, "
+        f"campaign {name}: define target\n\nop {op.name}, backend {options.backend}, metric {metric}, "
         f"{len(shapes)} target shapes ({options.shapes})\n",
         create_from=head,
     )
     g.checkout(repo, C.main_branch(name))
     configure_notes(repo)
     return InitResult(name, commit, CampaignRef.main(name).branch)
+
+
+def committed_spec(repo: Any, head: str, path: str) -> tuple[str, bytes]:
+    """The op spec's repository path and its text at HEAD (what prepare will copy)."""
+    root = g.root(repo)
+    given = Path(path)
+    try:
+        relative = (given.resolve().relative_to(root.resolve()) if given.is_absolute() else given).as_posix()
+    except ValueError as exc:
+        raise CampaignError(
+            f"--op-spec {path} is outside the repository", "keep the op spec in the repository"
+        ) from exc
+    text = g.read_file_at(repo, head, relative)
+    if text is None:
+        raise CampaignError(
+            f"--op-spec {path}: no such file committed at HEAD",
+            "commit the op spec (a Python file in the repository; docs/op-spec.md), then run init again",
+        )
+    return relative, text

@@ -1,9 +1,8 @@
-"""PREPARE_ENVIRONMENT: environment report, the quick harness and probe copied in, notes and hooks."""
+"""PREPARE_ENVIRONMENT: environment report, the frozen harness and op spec copied in, notes and hooks."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,9 @@ from gitcampaign import envinfo, hook_install
 from gitcampaign import git as g
 from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
-
-PLACEHOLDER_OP = 'OP = "__OP__"'
-PLACEHOLDER_BACKEND = 'BACKEND = "__BACKEND__"'
+from gitcampaign.harness.build import frozen_harness
+from gitcampaign.harness.ops import spec_of
+from gitcampaign.manifest import Manifest
 
 
 @dataclass
@@ -27,18 +26,29 @@ class PrepareResult:
         return asdict(self)
 
 
-def template_text(name: str) -> str:
-    return resources.files("gitcampaign.templates").joinpath(name).read_text()
-
-
-def harness_copy(op: str, backend: str) -> bytes:
-    """The template with its op and backend set: the copy refuses to run with placeholders left in."""
-    text = template_text(C.HARNESS_FILE)
-    for placeholder in (PLACEHOLDER_OP, PLACEHOLDER_BACKEND):
-        if text.count(placeholder) != 1:
-            raise CampaignError(f"the harness template lacks the line {placeholder}", "reinstall gitcampaign")
-    text = text.replace(PLACEHOLDER_OP, f'OP = "{op}"').replace(PLACEHOLDER_BACKEND, f'BACKEND = "{backend}"')
-    return text.encode()
+def frozen_files(repo: Any, head: str, manifest: Manifest) -> dict[str, bytes]:
+    """The campaign's frozen harness (its gate and its training probe) and the op spec it measures,
+    where the manifest's commands run them."""
+    folder = C.campaign_dir(manifest.name)
+    harness = f"{folder}/{C.HARNESS_FILE}"
+    if not any(command.startswith(f"python {harness}") for command in (manifest.quick_command, manifest.probe_command)):
+        return {}
+    if manifest.op_spec:
+        spec = g.read_file_at(repo, head, manifest.op_spec)
+        if spec is None:
+            raise CampaignError(
+                f"the op spec {manifest.op_spec} is not committed on {C.main_branch(manifest.name)}",
+                f"restore it (`git checkout {manifest.git_commit} -- {manifest.op_spec}`) and commit it",
+            )
+    else:
+        found = spec_of(manifest.target_op)
+        if found is None:
+            raise CampaignError(
+                f"op {manifest.target_op} has no spec in this version of gitcampaign",
+                "start the campaign again with --op-spec, or install the gitcampaign that made it",
+            )
+        spec = found[0].read_bytes()
+    return {harness: frozen_harness(manifest.target_op, manifest.target_backend), f"{folder}/{C.OP_SPEC_FILE}": spec}
 
 
 def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = True) -> PrepareResult:
@@ -47,26 +57,18 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
         manifest = campaign.manifest()
         result = PrepareResult(environment=envinfo.fingerprint())
         result.environment["git_version"] = g.git_version()
-        folder = C.campaign_dir(manifest.name)
-        files: dict[str, bytes] = {}
-        if manifest.quick_command.startswith(f"python {folder}/{C.HARNESS_FILE}"):
-            files[f"{folder}/{C.HARNESS_FILE}"] = harness_copy(manifest.target_op, manifest.target_backend)
-        if manifest.probe_command.startswith(f"python {folder}/train_probe.py"):
-            files[f"{folder}/train_probe.py"] = template_text("train_probe.py").encode()
         head = campaign.accepted_head()
+        # After the baseline the harness is frozen as it was (a newer tool never replaces it); prepare
+        # then only configures this clone (notes, hooks).
+        files = frozen_files(repo, head, manifest) if manifest.csv_header is None else {}
         changed = {path: body for path, body in files.items() if g.read_file_at(repo, head, path) != body}
-        if changed and manifest.csv_header is not None:
-            raise CampaignError(
-                "the campaign already has a baseline; its harness is frozen and prepare will not replace it",
-                "start a new campaign to use a newer harness",
-            )
         if changed:
             g.checkout(repo, campaign.main_branch)
             g.commit_files(
                 repo,
                 campaign.main_branch,
                 changed,
-                f"campaign {manifest.name}: prepare environment\n\nCopies the quick harness and the training probe.\n",
+                f"campaign {manifest.name}: prepare environment\n\nFreezes the quick harness (and training probe) and the op spec it measures.\n",
             )
             result.actions += [f"copied {path}" for path in sorted(changed)]
         configure_notes(repo)

@@ -213,6 +213,21 @@ def _fmt(value: object, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
 
 
+def harness_checks(manifest: Manifest) -> str:
+    """The run-time checks the campaign's harness performed, and only those: gitcampaign's frozen
+    harness makes them; a project's own harness makes whatever it makes, which the tool cannot see."""
+    if manifest.quick_command.startswith(f"python {C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"):
+        return (
+            "gitcampaign's harness checks on every representative shape (fresh inputs per call, poisoned outputs, "
+            "input-mutation, determinism and identity-flip checks, spot checks of timed calls, the seal over timers "
+            "and the harness, the datasheet peak)"
+        )
+    return (
+        f"the project's own harness (`{manifest.quick_command}`); none of gitcampaign's run-time checks "
+        "(it judges only the Check column that harness writes)"
+    )
+
+
 def why_rejected(row: LineageRow) -> str:
     """`REJECT within_noise: shape +1.9%, ...`: the decision, its reason codes, the largest per-shape
     deltas (a round rejected before any measurement has only its reasons)."""
@@ -325,8 +340,7 @@ def _markdown(
             [f"- round {r.round}: {r.transfer or 'no training probe ran'}" for r in accepted]
             or ["- no accepted rounds"]
         ),
-        "- Every accepted round passed the static anti-cheat lint, the protected-file gate and the dynamic harness"
-        " checks (fresh inputs per repeat, poisoned outputs, input-mutation and determinism checks).",
+        f"- Every accepted round passed the static anti-cheat lint, the protected-file gate and {harness_checks(manifest)}.",
         "",
         "## Next steps (from the data)",
         "",

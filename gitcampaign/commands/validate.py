@@ -7,7 +7,6 @@ either nothing (it is simply run again) or a decision noted but not applied, whi
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 from git import Repo
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, verdict
+from gitcampaign import envinfo, steps, transfer, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
@@ -30,13 +29,9 @@ from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
     HarnessJob,
-    InTurn,
-    LoggedRun,
     PairResult,
-    pair_order,
     run_dir,
     samples,
-    triton_cache_env,
     worktrees,
 )
 from gitcampaign.progress import Progress
@@ -45,12 +40,6 @@ from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase, Status
-
-# One pair: a probe's step time repeats to 0.1-0.2% within a side (six accepted rounds on the H200,
-# 2026-11-30: 12.37/12.36, 46.55/46.44, 9.06/9.05, 10.88/10.86, 11.68/11.65, 14.05/14.03 ms), far
-# inside OVERFIT_LIMIT, and the loss comparison is deterministic; a second pair cost ~30 s a round.
-PROBE_PAIRS = 1
-OVERFIT_LIMIT = 0.03  # a candidate this much slower in the training probe did not transfer (REJECT)
 
 
 @dataclass
@@ -376,95 +365,10 @@ def _measure(
         if probe and manifest.probe_command and result.decision in C.ACCEPTED and on_cluster:
             result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
         elif probe and manifest.probe_command and result.decision in C.ACCEPTED:
-            with progress.phase("training probe", runs=2 * PROBE_PAIRS):
-                _probe(trees, manifest, scratch, result, document, progress)
+            with progress.phase("training probe", runs=2 * transfer.PROBE_PAIRS):
+                moved = transfer.run_probe(trees, manifest, scratch, job.shapes, progress)
+            result.transfer, document["probe"] = moved.verdict, moved.record
+            if moved.overfit:
+                result.decision, result.reasons = C.DECISION_REJECT, [C.REASON_OVERFIT]
+                result.notes += moved.reasons
     return first.candidate.raw
-
-
-def _probe(
-    trees: dict[str, Path],
-    manifest: Manifest,
-    scratch: Path,
-    result: ValidateResult,
-    document: dict[str, Any],
-    progress: Progress,
-) -> None:
-    """Training-step transfer, a gate: a few optimiser steps on the op, incumbent and candidate
-    interleaved on the same seed. A candidate slower there, or whose loss leaves the incumbent's
-    trajectory by more than the op's precision allows, is REJECTed for `overfit`."""
-    runs: dict[str, list[dict[str, Any]]] = {INCUMBENT: [], CANDIDATE: []}
-    order = pair_order(PROBE_PAIRS)
-    probes = [
-        LoggedRun(
-            manifest.probe_command,
-            trees[role],
-            scratch / f"probe{index}-{role}.log",
-            "training probe",
-            triton_cache_env(trees[role]),
-            ("--json", str(scratch / f"probe{index}-{role}.json")),
-        )
-        for index, role in order
-    ]
-    with InTurn(probes) as turns:
-        for (index, role), probe in zip(order, probes, strict=True):
-            out = Path(probe.args[1])
-            with progress.harness_run(f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], probe.log_path):
-                code = turns.run(probe, manifest.harness_timeout_s)
-            # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
-            if role == CANDIDATE and code == 1 and out.exists():
-                runs[role].append(json.loads(out.read_text()))
-                continue
-            if code != 0 or not out.exists():
-                raise CampaignError(
-                    f"the training probe exited {code} in the {role} worktree; nothing was recorded",
-                    f"run `{manifest.probe_command} --json /tmp/p.json` by hand, or validate with --no-probe",
-                )
-            runs[role].append(json.loads(out.read_text()))
-    medians = {role: [float(run["median_ms"]) for run in done] for role, done in runs.items()}
-    speedup = statistics.median(medians[INCUMBENT]) / statistics.median(medians[CANDIDATE])
-    diverged = [
-        reason
-        for incumbent, candidate in zip(runs[INCUMBENT], runs[CANDIDATE], strict=True)
-        if (reason := loss_divergence(incumbent, candidate))
-    ]
-    overfit = []
-    if diverged:
-        overfit.append(f"the training probe's loss left the incumbent's trajectory: {diverged[0]}")
-    if speedup < 1.0 - OVERFIT_LIMIT:
-        overfit.append(f"the training probe ran {100 * (1 - speedup):.1f}% slower: the gain did not transfer")
-    if overfit:
-        result.transfer = "REJECT-as-overfit"
-        result.decision, result.reasons = C.DECISION_REJECT, [C.REASON_OVERFIT]
-        result.notes += overfit
-    else:
-        result.transfer = "ACCEPT-as-real" if speedup >= 1.0 else "ACCEPT-with-asterisk"
-    document["probe"] = {
-        "step_ms": medians,
-        "speedup": round(speedup, 6),
-        "loss": {role: [run.get("loss") for run in done] for role, done in runs.items()},
-        "diverged": diverged,
-    }
-
-
-def loss_divergence(incumbent: dict[str, Any], candidate: dict[str, Any]) -> str | None:
-    """Where the candidate's probe loss leaves the incumbent's (same seed, same data), or None.
-
-    Tolerance from the precision: the op may be off by `op_rel_error` (rms, relative: what its SNR
-    threshold admits), so the block's two op layers by e = (1 + err)^2 - 1. An output off by e·rms(o)
-    moves an MSE loss L by at most e²·ms(o) + 2e·sqrt(ms(o)·L) (Cauchy-Schwarz), and both runs may
-    be off that much, hence twice that, per step, with the incumbent's L and ms(o)."""
-    if "op_rel_error" not in incumbent or "out_ms" not in incumbent:
-        return None  # a campaign whose frozen probe predates the comparison: only its step time counts
-    if candidate.get("seed") != incumbent.get("seed") or len(candidate["loss"]) != len(incumbent["loss"]):
-        return "the two probe runs are not the same run (seed or steps differ)"
-    error = float(incumbent["op_rel_error"])
-    block = (1.0 + error) ** 2 - 1.0
-    steps = zip(candidate["loss"], incumbent["loss"], incumbent["out_ms"], strict=True)
-    for step, (mine, theirs, out_ms) in enumerate(steps):
-        tolerance = 2.0 * (block**2 * out_ms + 2.0 * block * math.sqrt(out_ms * theirs))
-        if not abs(mine - theirs) <= tolerance:  # written so that NaN diverges
-            return (
-                f"step {step}: loss {mine:.6g} against {theirs:.6g} (tolerance {tolerance:.3g} for a "
-                f"{error:.3g} relative op error)"
-            )
-    return None

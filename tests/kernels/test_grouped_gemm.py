@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import kernels.grouped_gemm as gg
-from gitcampaign.templates.quick_test_bench import DISTRIBUTIONS, capacity_limited, make_group_sizes
+from gitcampaign.harness.contract import DISTRIBUTIONS
+from gitcampaign.harness.routing import capacity_limited, make_group_sizes
 from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import DEVICE, gpu, snr_db
 

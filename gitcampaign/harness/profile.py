@@ -1,0 +1,113 @@
+"""The profile behind `git campaign analyze`: per shape and phase, the op's calls on the gate's own
+inputs under torch.profiler, broken down by kernel, with the host's time to issue a call beside the
+device's time to run it. It never decides a round: nothing here is timed for the gate."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from gitcampaign.harness.checks import synchronize
+from gitcampaign.harness.contract import Shape
+from gitcampaign.harness.runner import Calls, Run, warm_up
+
+PROFILE_FORMAT = 1
+PROFILE_CALLS = 20
+
+
+def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -> dict[str, Any]:
+    """`count` calls of one phase back to back, their inputs (and a backward's forward) prepared
+    first, outside the profiled window."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    op = run.op
+    prepared = [
+        op.provider(calls.timed_inputs()) if phase == "forward" else calls.backward_call(calls.timed_inputs())
+        for _ in range(count)
+    ]
+    synchronize(run.device)
+    cuda = run.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    # The calls are also bracketed for Nsight Compute (`--profile-from-start off`), under which the
+    # torch profiler may find CUPTI taken: then only the host's time is recorded here, and ncu's
+    # report is what counts.
+    events: list[Any] = []
+    try:
+        with profile(activities=activities) as profiler:
+            issued_s = issue(prepared, run.device)
+        events = list(profiler.events())
+    except RuntimeError as exc:
+        print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)
+        issued_s = issue(prepared, run.device)
+    kernels: dict[str, dict[str, float]] = {}
+    for event in events:
+        on_device = cuda and event.device_type == torch.autograd.DeviceType.CUDA
+        if cuda != on_device or (not cuda and event.cpu_parent is not None):
+            continue  # on the GPU its kernels; on the CPU the top-level ops the calls ran
+        record = kernels.setdefault(event.name, {"launches": 0, "us": 0.0})
+        record["launches"] += 1
+        record["us"] += event.device_time_total if cuda else event.cpu_time_total
+    total_us = sum(record["us"] for record in kernels.values()) or 1.0
+    ranked = sorted(kernels.items(), key=lambda item: -item[1]["us"])
+    return {
+        "calls": count,
+        "unit": "flop" if op.info.unit == "TFLOPS" else "byte",
+        "work": work,
+        "host_ms_per_call": issued_s * 1e3 / count,
+        "gpu_ms_per_call": total_us / 1e3 / count,
+        "kernels": [
+            {
+                "name": name,
+                "launches": int(record["launches"]),
+                "gpu_ms": record["us"] / 1e3,
+                "share": record["us"] / total_us,
+            }
+            for name, record in ranked
+        ],
+    }
+
+
+def issue(calls: list[Any], device: Any) -> float:
+    """Run the calls back to back; the host's seconds to issue them (the GPU drains after)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.profiler.start()
+    began = time.perf_counter()
+    for call in calls:
+        call()
+    issued_s = time.perf_counter() - began
+    synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.profiler.stop()
+    return issued_s
+
+
+def profile_shapes(run: Run, shapes: list[Shape], count: int) -> dict[str, Any]:
+    import torch
+
+    records = []
+    for index, shape in enumerate(shapes):
+        generator = torch.Generator(device=run.device).manual_seed(run.seed + 1000 * index)
+        calls = Calls(run, shape, generator)
+        warm_up(run, calls)
+        work = run.op.work(shape, run.dtype)
+        records.append(
+            {
+                "label": shape.label,
+                "phases": {
+                    phase: profile_phase(run, calls, phase, count, work[phase]) for phase in run.phases
+                },
+            }
+        )
+    return {
+        "format": PROFILE_FORMAT,
+        "op": run.op.name,
+        "device": run.gpu_name if run.device.type == "cuda" else "cpu",
+        "profiler": "torch.profiler",
+        # The datasheet ceiling its figures are held against: tensor-core bf16 or fp8, or HBM.
+        "peak": "hbm" if run.op.info.unit == "GB/s" else run.op.info.peak,
+        "shapes": records,
+    }

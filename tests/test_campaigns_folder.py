@@ -99,6 +99,12 @@ def test_the_bundle_holds_what_the_campaign_froze(tmp_path: Path, name: str) -> 
             assert blob(scratch, ref, path) == kept.read_bytes(), f"{path} on main differs from the bundle's"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_main_keeps_only_the_record(name: str) -> None:
+    kept = {path.name for path in (CAMPAIGNS / name).iterdir()}
+    assert kept <= ON_MAIN, f"{name}: {sorted(kept - ON_MAIN)} belong on the campaign's branch"
+
+
 def test_a_campaign_continues_from_main_after_import(tmp_path: Path) -> None:
     """A clone of main has the campaign's record and bundle only; importing the bundle brings back its
     lineage, and the next round opens on the accepted head with the frozen harness in the tree."""

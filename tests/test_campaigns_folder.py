@@ -1,11 +1,13 @@
 """This repository's own campaigns, as main keeps them: per campaign its manifest, its report (REPORT.md
 and REPORT.svg, once reported) and its lineage bundle. The frozen harness and probe live on the
-campaign's branches, which the bundle carries; every bundle is checked against its manifest here, and
-a campaign is continued from a clone of main after `git campaign import`."""
+campaign's branches, which the bundle carries; every bundle is checked against its manifest here, the
+index (campaigns/README.md) against the reports, and a campaign is continued from a clone of main after
+`git campaign import`."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -22,6 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGNS = REPO_ROOT / C.CAMPAIGNS_DIR
 NAMES = sorted(path.name for path in CAMPAIGNS.iterdir() if path.is_dir())
 ON_MAIN = {C.MANIFEST_FILE, C.REPORT_FILE, C.REPORT_PLOT_FILE, C.BUNDLE_FILE}
+INDEX = CAMPAIGNS / "README.md"
 COMMANDS = ("test_command", "benchmark_command", "quick_command", "probe_command", "acceptance_command")
 
 
@@ -103,6 +106,41 @@ def test_the_bundle_holds_what_the_campaign_froze(tmp_path: Path, name: str) -> 
 def test_main_keeps_only_the_record(name: str) -> None:
     kept = {path.name for path in (CAMPAIGNS / name).iterdir()}
     assert kept <= ON_MAIN, f"{name}: {sorted(kept - ON_MAIN)} belong on the campaign's branch"
+
+
+def index_rows() -> dict[str, list[str]]:
+    """The rows of campaigns/README.md's table, by campaign: its cells after the first."""
+    rows = {}
+    for line in INDEX.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        named = re.fullmatch(r"\[([\w.-]+)\]\(\1/REPORT\.md\)|([a-z][\w.-]*)", cells[0])
+        if line.startswith("|") and named and cells[0] != "campaign":
+            rows[named[1] or named[2]] = cells[1:]
+    return rows
+
+
+def report_cells(name: str) -> list[str]:
+    """What REPORT.md says, as the index's cells: op, metric, accepted, rejected, ratio, date."""
+    text = (CAMPAIGNS / name / C.REPORT_FILE).read_text()
+    op = re.search(r"^- Op: `([^`]+)`", text, re.M)
+    metric = re.search(r"primary metric: \*\*(.+?)\*\*", text)
+    rounds = re.search(r"^\d+ rounds?: (\d+) accepted, (\d+) rolled back\.", text, re.M)
+    ratio = re.search(r"final/baseline: \*\*([\d.]+x)\*\*, 95% CI (\[[\d.]+, [\d.]+\])", text)
+    date = re.search(r"^- Date: (\d{4}-\d{2}-\d{2})", text, re.M)
+    assert op and metric and rounds and ratio and date, f"{name}/REPORT.md: a field the index reads is gone"
+    return [f"`{op[1]}`", metric[1], rounds[1], rounds[2], f"{ratio[1]} {ratio[2]}", date[1]]
+
+
+def test_the_index_lists_every_campaign_as_its_report_says() -> None:
+    rows = index_rows()
+    assert sorted(rows) == NAMES
+    for name, cells in rows.items():
+        if (CAMPAIGNS / name / C.REPORT_FILE).is_file():
+            assert cells == report_cells(name), name
+        else:
+            fields = manifest(name)
+            assert cells[:2] == [f"`{fields['target_op']}`", fields["primary_metric"]], name
+            assert cells[4] == "not reported", name
 
 
 def test_a_campaign_continues_from_main_after_import(tmp_path: Path) -> None:

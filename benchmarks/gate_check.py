@@ -1,4 +1,4 @@
-"""The measurements behind BENCHMARKS.md's "Does the gate agree with an outside clock?" section.
+"""The measurements behind BENCHMARKS.md's first table (the gate against an outside clock) and its spread.
 
     python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
     python3 benchmarks/gate_check.py spread OUT [--processes 5] [--harness-args "--preroll-s 0.5"]

@@ -225,15 +225,27 @@ _EXECUTOR_HELP = (
     type=click.IntRange(min=1),
     help="Rounds per shape, each timing both backends with both measures (default 4: ABBA order).",
 )
+@click.option(
+    "--peaks",
+    is_flag=True,
+    help="Instead: measure this GPU's ceilings (bf16/fp8 GEMM, copy, launch floor) for analyze and report.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def calibrate(
-    ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, as_json: bool
+    ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, peaks: bool, as_json: bool
 ) -> None:
     """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
     from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, row_notes
     from gitcampaign.commands.calibrate import calibrate as run
 
+    if peaks:
+        if all_shapes or forward_only or rounds:
+            raise click.UsageError(
+                "--peaks measures the GPU, not the gate: drop --all-shapes, --forward-only, --rounds"
+            )
+        _peaks(ctx, as_json)
+        return
     result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only, rounds=rounds)
     ours, vendor = result.backends
 
@@ -301,6 +313,29 @@ def calibrate(
     _emit(text, result.to_json(), as_json)
     if not result.agreed:
         ctx.exit(EXIT_USER_ERROR)
+
+
+def _peaks(ctx: click.Context, as_json: bool) -> None:
+    from gitcampaign.commands.calibrate import calibrate_peaks
+
+    result = calibrate_peaks(_repo(ctx), _campaign(ctx))
+    ceilings = result.figures["ceilings"]
+
+    def figure(key: str, unit: str) -> str:
+        value = ceilings.get(key)
+        return f"{value:.4g} {unit}" if isinstance(value, (int, float)) else "not measured"
+
+    lines = [
+        f"{result.figures['gpu']} (UUID {result.figures.get('uuid') or '?'}), at the steady clock "
+        "(pre-roll, then the median of windows of calls back to back, CUDA events):",
+        f"  dense bf16 GEMM: {figure('bf16_gemm_tflops', 'TFLOP/s')}",
+        f"  dense fp8 GEMM:  {figure('fp8_gemm_tflops', 'TFLOP/s')}",
+        f"  device copy:     {figure('copy_gbs', 'GB/s')} (read + write)",
+        f"  launch floor:    {figure('launch_floor_us', 'us')} per empty kernel on the GPU, "
+        f"{figure('launch_host_us', 'us')} for the host to issue one",
+        f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
+    ]
+    _emit("\n".join(lines), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)

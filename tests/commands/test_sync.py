@@ -198,7 +198,9 @@ def test_export_import_round_trip_then_the_campaign_continues(
     git(fresh, "remote", "remove", "origin")  # no shared remote: the bundle is all there is
     import_bundle(fresh, Path(exported.path))
     assert refs(fresh) == refs(alice)
-    assert notes(fresh) == notes(alice) and notes(fresh)[C.NOTES_ENVIRONMENT] and notes(fresh)[C.NOTES_PROFILE]
+    assert (
+        notes(fresh) == notes(alice) and notes(fresh)[C.NOTES_ENVIRONMENT] and notes(fresh)[C.NOTES_PROFILE]
+    )
     assert not g.refs_under(g.open_repo(fresh), sync.TRACKING + "/")  # no leftovers
     again = import_bundle(fresh, Path(exported.path))
     assert again.updated == []  # idempotent

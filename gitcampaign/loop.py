@@ -24,7 +24,7 @@ from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
 from gitcampaign.vocabulary import Status
 
 STEP_PREPARE = "prepare"
@@ -102,7 +102,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     if manifest.csv_header is None:
         return decide(campaign.name, False, [], False, [])
     _, rows = lineage_rows(campaign)
-    reached = termination(manifest, rows)
+    reached = termination(manifest, rows, shape_limits(campaign, manifest))
     return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign))
 
 

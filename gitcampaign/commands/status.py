@@ -12,7 +12,7 @@ from gitcampaign.campaign import (
     opened,
 )
 from gitcampaign.kept_sessions import KeptSessions
-from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
 from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
 from gitcampaign.vocabulary import Status
 
@@ -55,7 +55,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
-    reached = termination(manifest, rows)
+    reached = termination(manifest, rows, shape_limits(campaign, manifest))
     profiles = profile.read(repo, campaign.accepted_head())
     return StatusResult(
         campaign=campaign.name,

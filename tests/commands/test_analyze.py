@@ -14,16 +14,18 @@ import pytest
 import yaml
 
 from gitcampaign import constants as C
+from gitcampaign import envinfo, measure, profile, roofline, verdict
 from gitcampaign import git as g
-from gitcampaign import measure, profile, roofline
 from gitcampaign.cli import main, show_text, status_text
 from gitcampaign.commands import analyze as analyze_module
 from gitcampaign.commands.analyze import analyze, scratch_name
+from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.bundle import export, import_bundle
 from gitcampaign.commands.init import init
 from gitcampaign.commands.log import log
 from gitcampaign.commands.pull import pull
 from gitcampaign.commands.push import push
+from gitcampaign.commands.report import report
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
@@ -257,3 +259,62 @@ def test_the_mcp_tool_profiles_and_show_returns_it(project: Path) -> None:
             assert refused.is_error and "s-small" in dict(refused.structured_content or {})["hint"]
 
     anyio.run(session)
+
+
+@pytest.fixture
+def on_an_h200(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment fingerprint names an H200, so that figures are held against its ceilings
+    (the fake harness's figures stand in for the GPU's)."""
+    real = envinfo.fingerprint
+    monkeypatch.setattr(
+        envinfo, "fingerprint", lambda timeout_s=120.0: {**real(timeout_s), "gpu": "NVIDIA H200"}
+    )
+
+
+def test_t2_per_shape_from_the_ceilings_and_the_report_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_an_h200: None
+) -> None:
+    """`--target efficiency=0.9` alone: every representative shape at 0.9 of its limit. The fake's
+    Combined Step TFLOPS are SPEED x (1 + (M mod 7)/10) = 110, 120, 130, 110: against the H200's
+    datasheet (989 TFLOP/s) about 0.11-0.13; against a measured 120 TFLOP/s, 0.92-1.08."""
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, init_options(target=("efficiency=0.9",)))
+    baseline(root, None)
+    assert not any(line.startswith("T2") for line in status(root, None).termination)
+    repo = g.open_repo(root)
+    peaks = {"kind": roofline.PEAKS_KIND, "campaign": NAME, "gpu": "NVIDIA H200"}
+    verdict.append(repo, head(root), {**peaks, "ceilings": {"bf16_gemm_tflops": 120.0}}, C.NOTES_ENVIRONMENT)
+    (reached,) = status(root, None).termination
+    assert (
+        reached
+        == "T2 hardware efficiency: every representative shape at >= 0.9 of its limit (the least at 0.92)"
+    )
+    assert next_step(root, None).step == "report"
+    done = report(root, None)
+    markdown = (root / done.path).read_text()
+    (header,) = [line for line in markdown.splitlines() if line.startswith("| shape ")]
+    assert header.split("|")[-2].strip() == "share of the limit"
+    (odd,) = [line for line in markdown.splitlines() if line.startswith("| s-odd ")]
+    assert odd.split("|")[-2].strip() == "1.08"
+    assert "bf16 GEMM peak of NVIDIA H200 (measured;" in markdown
+    final = verdict.read(repo, done.commit)[-1]
+    shares = {label: entry["share_of_limit"] for label, entry in final["shapes"].items()}
+    assert shares["s-odd"] == pytest.approx(130 / 120, rel=1e-3) and shares["s-small"] == pytest.approx(
+        110 / 120, rel=1e-3
+    )
+
+
+def test_t2_with_a_peak_keeps_the_aggregate_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, init_options(target=("efficiency=0.5", "peak=200")))
+    baseline(root, None)  # the aggregate: the geomean of 110, 120, 130, 110 = 117.3, 0.59 of 200
+    assert status(root, None).termination == ["T2 hardware efficiency: 0.59 of peak >= 0.5"]
+
+
+def test_the_report_says_not_measured_on_the_cpu(project: Path) -> None:
+    done = report(project, None, force=True)
+    markdown = (project / done.path).read_text()
+    assert "Share of the limit: not measured (no ceilings for none (CPU))." in markdown
+    assert markdown.count("| not measured") == 4  # one per target shape

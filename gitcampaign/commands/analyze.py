@@ -21,7 +21,7 @@ import shlex
 import shutil
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +55,7 @@ class AnalyzeResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "campaign": self.campaign,
-            "round": self.round,
-            "commit": self.commit,
-            "device": self.device,
-            "ceilings": self.ceilings,
-            "shapes": self.shapes,
-            "ncu": self.ncu,
-            "isa": self.isa,
-            "run_dir": self.run_dir,
-            "warnings": self.warnings,
-        }
+        return asdict(self)
 
 
 def scratch_name(campaign: str) -> str:

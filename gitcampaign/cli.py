@@ -61,6 +61,13 @@ def status_text(result: StatusResult) -> str:
         lines.append(f"speedup over baseline: {result.speedup:.3f}x")
     lines.append("termination: " + (", ".join(result.termination) if result.termination else "none reached"))
     lines += [describe_standing(remote, states) for remote, states in result.remotes.items()]
+    if result.profile:
+        lines += [
+            "profile of the accepted head (`git campaign show`):",
+            *(f"  {line}" for line in result.profile),
+        ]
+    else:
+        lines.append("profile of the accepted head: none (`git campaign analyze`)")
     lines.append(f"next: {result.next}")
     return "\n".join(lines)
 
@@ -82,6 +89,17 @@ def show_text(result: ShowResult) -> str:
     ):
         if text is not None:
             parts += ["", f"{title}:", text.rstrip("\n")]
+    if result.profiles:
+        from gitcampaign.profile import verdicts
+
+        latest = result.profiles[-1]
+        parts += [
+            "",
+            f"profile ({len(result.profiles)} in the note; the latest, {latest.get('written', '?')} on "
+            f"{latest.get('device', '?')}, ceilings {(latest.get('ceilings') or {}).get('source', '?')}; "
+            f"all of it: git notes --ref {C.NOTES_PROFILE} show {result.commit[:12]}):",
+            *(f"  {line}" for line in verdicts(latest)),
+        ]
     if result.conflicts:
         parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
         parts += [f"  {doc.decision} written {doc.get('written', '?')}" for doc in result.conflicts]
@@ -170,7 +188,10 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
 @click.option("--protect", multiple=True, help="Extra path a round may not change (repeatable).")
 @click.option("--max-iterations", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option(
-    "--target", multiple=True, help="speedup=1.2 | value=800 | efficiency=0.8 with peak=989 (repeatable)."
+    "--target",
+    multiple=True,
+    help="speedup=1.2 | value=800 | efficiency=0.9 (per shape, of the measured limit) | efficiency=0.8 with"
+    " peak=989 (repeatable).",
 )
 @click.option("--gpu", default="NVIDIA H200", show_default=True)
 @click.option(
@@ -235,15 +256,27 @@ _EXECUTOR_HELP = (
     type=click.IntRange(min=1),
     help="Rounds per shape, each timing both backends with both measures (default 4: ABBA order).",
 )
+@click.option(
+    "--peaks",
+    is_flag=True,
+    help="Instead: measure this GPU's ceilings (bf16/fp8 GEMM, copy, launch floor) for analyze and report.",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def calibrate(
-    ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, as_json: bool
+    ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, peaks: bool, as_json: bool
 ) -> None:
     """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
     from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, row_notes
     from gitcampaign.commands.calibrate import calibrate as run
 
+    if peaks:
+        if all_shapes or forward_only or rounds:
+            raise click.UsageError(
+                "--peaks measures the GPU, not the gate: drop --all-shapes, --forward-only, --rounds"
+            )
+        _peaks(ctx, as_json)
+        return
     result = run(_repo(ctx), _campaign(ctx), all_shapes=all_shapes, forward_only=forward_only, rounds=rounds)
     ours, vendor = result.backends
 
@@ -311,6 +344,29 @@ def calibrate(
     _emit(text, result.to_json(), as_json)
     if not result.agreed:
         ctx.exit(EXIT_USER_ERROR)
+
+
+def _peaks(ctx: click.Context, as_json: bool) -> None:
+    from gitcampaign.commands.calibrate import calibrate_peaks
+
+    result = calibrate_peaks(_repo(ctx), _campaign(ctx))
+    ceilings = result.figures["ceilings"]
+
+    def figure(key: str, unit: str) -> str:
+        value = ceilings.get(key)
+        return f"{value:.4g} {unit}" if isinstance(value, (int, float)) else "not measured"
+
+    lines = [
+        f"{result.figures['gpu']} (UUID {result.figures.get('uuid') or '?'}), at the steady clock "
+        "(pre-roll, then the median of windows of calls back to back, CUDA events):",
+        f"  dense bf16 GEMM: {figure('bf16_gemm_tflops', 'TFLOP/s')}",
+        f"  dense fp8 GEMM:  {figure('fp8_gemm_tflops', 'TFLOP/s')}",
+        f"  device copy:     {figure('copy_gbs', 'GB/s')} (read + write)",
+        f"  launch floor:    {figure('launch_floor_us', 'us')} per empty kernel on the GPU, "
+        f"{figure('launch_host_us', 'us')} for the host to issue one",
+        f"recorded in {C.NOTES_ENVIRONMENT} on {result.commit[:12]}",
+    ]
+    _emit("\n".join(lines), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -556,6 +612,93 @@ def show(ctx: click.Context, number: int, as_json: bool) -> None:
     _emit(show_text(result), result.to_json(), as_json)
 
 
+def analyze_text(result: Any) -> str:
+    """The verdicts, the kernel breakdown (with ncu's figures where it ran), and where it is noted."""
+    from gitcampaign.roofline import NOT_MEASURED
+
+    ceilings = result.ceilings
+    where = f"round {result.round}" if result.round is not None else "the incumbent"
+    source = ceilings.get("source", NOT_MEASURED)
+    lines = [f"{where} ({result.commit[:12]}) profiled on {result.device}; ceilings: {source}"]
+    lines += [f"  {label}: {entry['verdict']}" for label, entry in result.shapes.items()]
+    rows = []
+    for label, entry in result.shapes.items():
+        for phase, found in entry.items():
+            if phase == "verdict":
+                continue
+            for kernel in found["kernels"]:
+                figures = kernel.get("ncu") or {}
+                stalls = ", ".join(reason for reason, _ in figures.get("top_stalls", []))
+
+                def pct(key: str, figures: dict[str, Any] = figures) -> str:
+                    value = figures.get(key)
+                    return f"{value:.0f}" if isinstance(value, (int, float)) and math.isfinite(value) else ""
+
+                name = kernel["name"] if len(kernel["name"]) <= 48 else kernel["name"][:45] + "..."
+                rows.append(
+                    [
+                        label,
+                        phase,
+                        name,
+                        f"{kernel['launches_per_call']:g}",
+                        f"{kernel['gpu_ms_per_call']:.4g}",
+                        f"{kernel['share']:.2f}",
+                        pct("sm_throughput_pct"),
+                        pct("dram_throughput_pct"),
+                        pct("achieved_occupancy_pct"),
+                        pct("registers_per_thread"),
+                        pct("shared_mem_per_block_bytes"),
+                        pct("local_memory_instructions_per_launch"),
+                        stalls,
+                    ]
+                )
+    headers = ["shape", "phase", "kernel", "launches/call", "GPU ms/call", "share"]
+    ncu_headers = ["SM %", "DRAM %", "occupancy %", "regs", "smem B", "local ld/st", "top stalls"]
+    if result.ncu.get("ran"):
+        lines.append(tabulate(rows, headers=headers + ncu_headers))
+    else:
+        lines.append(tabulate([row[: len(headers)] for row in rows], headers=headers))
+        lines.append(f"ncu: not run ({result.ncu.get('why', '?')})")
+    if result.isa is not None:
+        lines += [
+            f"isa: {listing['sass']} ({listing['instructions']} instructions)"
+            for listing in result.isa["listings"]
+        ]
+    lines += [f"warning: {warning}" for warning in result.warnings]
+    lines.append(f"recorded in {C.NOTES_PROFILE} on {result.commit[:12]}; run files in {result.run_dir}")
+    return "\n".join(lines)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", required=False, type=int)
+@click.option(
+    "--shape", default=None, help="Profile this target shape only (default: the representative ones)."
+)
+@click.option(
+    "--ncu/--no-ncu",
+    "use_ncu",
+    default=None,
+    help="Also measure each kernel under Nsight Compute (default: when `ncu` is on PATH and a GPU is used).",
+)
+@click.option("--isa", "with_isa", is_flag=True, help="Also disassemble the compiled Triton kernels (SASS).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def analyze(
+    ctx: click.Context,
+    number: int | None,
+    shape: str | None,
+    use_ncu: bool | None,
+    with_isa: bool,
+    as_json: bool,
+) -> None:
+    """ANALYZE: profile the incumbent (or round N): kernels, host vs GPU, share of the roofline, the bound."""
+    from gitcampaign.commands.analyze import analyze as run
+
+    progress = Progress.for_cli(as_json)
+    result = run(_repo(ctx), _campaign(ctx), number, shape, use_ncu, with_isa, progress)
+    _emit(analyze_text(result), result.to_json(), as_json)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--force", is_flag=True, help="T4: stop the campaign here.")
 @click.option("--pairs", default=None, type=click.IntRange(min=1))
@@ -631,13 +774,15 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
-    from gitcampaign.loop import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+    from gitcampaign.loop import STEP_ANALYZE, STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
         result = done.result
         if done.step == STEP_VALIDATE:
             lines.append(_validation_text(result))
+        elif done.step == STEP_ANALYZE:
+            lines.append(analyze_text(result))
         elif done.step == STEP_BASELINE:
             lines.append(f"baseline recorded at {result.commit[:12]}: aggregate {result.aggregate:.6g}")
         elif done.step == STEP_ROUND:

@@ -29,6 +29,8 @@ NOTES_FULL = "refs/notes/campaign/full"
 NOTES_VERDICT = "refs/notes/campaign/verdict"
 # `calibrate` appends here (on the accepted head): harness vs an outside clock, with the environment.
 NOTES_ENVIRONMENT = "refs/notes/campaign/environment"
+# `analyze` appends here (on the analysed commit): per-kernel profile, roofline shares, the bound.
+NOTES_PROFILE = "refs/notes/campaign/profile"
 NOTES_GLOB = "refs/notes/campaign/*"
 
 VERDICT_FORMAT = 1

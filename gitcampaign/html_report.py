@@ -1,7 +1,8 @@
 """`git campaign report --html`: one self-contained page for a reviewer (no network, no other files).
 
-The lineage table, the plots (PNG as data URIs), and for each round its hypothesis, diffstat,
-verdict and per-shape deltas, all read from refs and notes. It measures nothing and commits nothing,
+The lineage table, the plots (PNG as data URIs), for each round its hypothesis, diffstat,
+verdict and per-shape deltas, and the latest profile of each profiled commit (`git campaign
+analyze`), all read from refs and notes. It measures nothing and commits nothing,
 so a reviewer can write it at any point of a campaign.
 """
 
@@ -13,7 +14,7 @@ import math
 from pathlib import Path
 
 from gitcampaign import git as g
-from gitcampaign import plot, verdict
+from gitcampaign import plot, profile, roofline, verdict
 from gitcampaign.campaign import Campaign, Round, resolve
 from gitcampaign.lineage import LineageRow, rows_of
 from gitcampaign.verdict import VerdictDoc
@@ -117,6 +118,76 @@ def _round_section(campaign: Campaign, entry: Round) -> str:
     return "\n".join(parts)
 
 
+def _profile_section(title: str, anchor: str, doc: dict[str, object]) -> str:
+    """One `analyze` document: per shape and phase the bound, the share of the limit, host and GPU
+    time per call and launches; then the kernels (with ncu's throughput where it ran)."""
+    shapes = doc.get("shapes")
+    ceilings = doc.get("ceilings")
+    source = ceilings.get("source", "?") if isinstance(ceilings, dict) else "?"
+    phase_rows, kernel_rows = [], []
+    for label, entry in shapes.items() if isinstance(shapes, dict) else ():
+        for phase, found in entry.items():
+            if not isinstance(found, dict):
+                continue
+            share = found.get("share_of_limit")
+            phase_rows.append(
+                f"<tr><td>{_e(label)}</td><td>{_e(phase)}</td><td>{_e(found.get('bound'))}"
+                f"{' (host-bound)' if found.get('host_bound') else ''}</td>"
+                f'<td class="num">{_e(roofline.share_text(share if isinstance(share, float) else None))}</td>'
+                f"<td>{_e(found.get('limit'))}</td>"
+                f'<td class="num">{_num(found.get("host_ms_per_call"))}</td>'
+                f'<td class="num">{_num(found.get("gpu_ms_per_call"))}</td>'
+                f'<td class="num">{_num(found.get("launches_per_call"))}</td></tr>'
+            )
+            for kernel in found.get("kernels") or []:
+                figures = kernel.get("ncu") or {}
+                kernel_rows.append(
+                    f"<tr><td>{_e(label)}</td><td>{_e(phase)}</td><td><code>{_e(kernel.get('name'))}</code></td>"
+                    f'<td class="num">{_num(kernel.get("launches_per_call"))}</td>'
+                    f'<td class="num">{_num(kernel.get("gpu_ms_per_call"))}</td>'
+                    f'<td class="num">{_num(kernel.get("share"), ".2f")}</td>'
+                    f'<td class="num">{_num(figures.get("sm_throughput_pct"), ".0f")}</td>'
+                    f'<td class="num">{_num(figures.get("dram_throughput_pct"), ".0f")}</td></tr>'
+                )
+    verdicts = "".join(f"<li>{_e(line)}</li>" for line in profile.verdicts(doc))
+    return "\n".join(
+        [
+            f'<section class="profile" id="{_e(anchor)}"><h3>{_e(title)}</h3>',
+            f"<p>Profiled {_e(doc.get('written', '?'))} on {_e(doc.get('device', '?'))} with "
+            f"{_e(doc.get('profiler', '?'))}; ceilings: {_e(source)}.</p>",
+            f"<ul>{verdicts}</ul>",
+            '<table class="profile-phases"><thead><tr><th>shape</th><th>phase</th><th>bound</th>'
+            "<th>share of the limit</th><th>limit</th><th>host ms/call</th><th>GPU ms/call</th>"
+            f"<th>launches/call</th></tr></thead><tbody>{''.join(phase_rows)}</tbody></table>",
+            '<table class="profile-kernels"><thead><tr><th>shape</th><th>phase</th><th>kernel</th>'
+            "<th>launches/call</th><th>GPU ms/call</th><th>share</th><th>SM %</th><th>DRAM %</th></tr>"
+            f"</thead><tbody>{''.join(kernel_rows)}</tbody></table>",
+            "</section>",
+        ]
+    )
+
+
+def _profiles(campaign: Campaign, rounds: list[Round], head: str) -> list[str]:
+    """The latest profile of each profiled commit of the lineage: baseline, rounds, accepted head."""
+    found = profile.read_all(campaign.repo)
+    base = campaign.baseline_commit()
+    commits: list[tuple[str, str | None, str]] = (
+        [(f"Baseline ({base[:12]})", base, "profile-1")] if base else []
+    )
+    commits += [
+        (f"Round {entry.number} ({entry.commit[:12]})", entry.commit, f"profile-{entry.number}")
+        for entry in rounds
+        if entry.commit
+    ]
+    if head not in {commit for _, commit, _ in commits}:
+        commits.append((f"Accepted head ({head[:12]})", head, "profile-head"))
+    return [
+        _profile_section(title, anchor, found[commit][-1])
+        for title, commit, anchor in commits
+        if commit in found
+    ]
+
+
 def render(campaign: Campaign) -> str:
     manifest = campaign.manifest()
     baseline_docs, rounds = campaign.lineage()  # read once: the table, the plots and the sections
@@ -146,6 +217,7 @@ def render(campaign: Campaign) -> str:
         f"Written {verdict.now()} by <code>git campaign report --html</code>",
     ]
     sections = [_round_section(campaign, entry) for entry in rounds if entry.commit is not None]
+    profiles = _profiles(campaign, rounds, head)
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -161,6 +233,8 @@ def render(campaign: Campaign) -> str:
             *shape_figures,
             "<h2>Rounds</h2>",
             *sections,
+            "<h2>Profiles</h2>",
+            *(profiles or ["<p>No commit is profiled yet (<code>git campaign analyze</code>).</p>"]),
             "</body></html>",
             "",
         ]

@@ -10,6 +10,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
+from gitcampaign import roofline
 from gitcampaign.campaign import Campaign, Round
 from gitcampaign.manifest import Manifest
 from gitcampaign.verdict import VerdictDoc
@@ -131,8 +132,12 @@ def log_table(rows: list[LineageRow], metric: str, tablefmt: str = "simple") -> 
     )
 
 
-def termination(manifest: Manifest, rows: list[LineageRow]) -> list[str]:
-    """The termination conditions (T1-T3) that hold now; T4 is the user's `--force`."""
+def termination(
+    manifest: Manifest, rows: list[LineageRow], limits: Mapping[str, float | None] | None = None
+) -> list[str]:
+    """The termination conditions (T1-T3) that hold now; T4 is the user's `--force`. T2 takes two
+    forms: `efficiency` with `peak`, the accepted aggregate over a peak the user gave; `efficiency`
+    alone, every representative shape at that share of its limit (`limits`: shape_limits)."""
     reached = []
     target = manifest.performance_target
     accepted = [row for row in rows if row.status in (Status.BASELINE, Status.ACCEPTED)]
@@ -142,11 +147,63 @@ def termination(manifest: Manifest, rows: list[LineageRow]) -> list[str]:
         reached.append(f"T1 target reached: {speedup:.3f}x >= {target['speedup']}x")
     if value and "value" in target and value >= target["value"]:
         reached.append(f"T1 target reached: {value:.4g} >= {target['value']:.4g}")
-    if value and "efficiency" in target and value / target["peak"] >= target["efficiency"]:
+    if (
+        value
+        and "efficiency" in target
+        and "peak" in target
+        and value / target["peak"] >= target["efficiency"]
+    ):
         reached.append(
             f"T2 hardware efficiency: {value / target['peak']:.2f} of peak >= {target['efficiency']}"
         )
+    shares = list((limits or {}).values())
+    if "efficiency" in target and "peak" not in target and shares and None not in shares:
+        least = min(share for share in shares if share is not None)
+        if least >= target["efficiency"]:
+            reached.append(
+                f"T2 hardware efficiency: every representative shape at >= {target['efficiency']} of its "
+                f"limit (the least at {least:.2f})"
+            )
     finished = sum(1 for row in rows if row.status in (Status.ACCEPTED, Status.REJECTED))
     if finished >= manifest.max_iterations:
         reached.append(f"T3 max iterations: {finished} rounds >= {manifest.max_iterations}")
     return reached
+
+
+def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | None] | None:
+    """For T2 per shape (`efficiency` without `peak`): each representative shape's standing figure
+    (the last accepted round's, else the baseline's) as a share of its limit on the GPU it was
+    measured on (gitcampaign.roofline; None where there is no ceiling). None for other targets."""
+    target = manifest.performance_target
+    if "efficiency" not in target or "peak" in target or not manifest.representative_shapes:
+        return None
+    baseline_docs, rounds = campaign.lineage()
+    standing: Mapping[str, Any] | None = None
+    figures: dict[str, float] = {}
+    for entry in reversed([entry for entry in rounds if entry.status == Status.ACCEPTED]):
+        standing = next((doc for doc in reversed(entry.docs) if _figures(doc, "candidate")), None)
+        if standing is not None:
+            figures = _figures(standing, "candidate")
+            break
+    if standing is None and baseline_docs:
+        standing, figures = baseline_docs[0], _figures(baseline_docs[0], "value")
+    if standing is None:
+        return None
+    device = str((standing.get("environment") or {}).get("gpu", ""))
+    ceilings = roofline.ceilings_for(campaign.repo, device)
+    return {
+        label: roofline.metric_share(figures[label], manifest.primary_metric, manifest.target_op, ceilings)
+        if label in figures
+        else None
+        for label in manifest.representative_shapes
+    }
+
+
+def _figures(doc: Mapping[str, Any], key: str) -> dict[str, float]:
+    """{shape: figure} of a verdict document's `shapes` (`candidate` of a validation, `value` of the baseline)."""
+    shapes = doc.get("shapes") or {}
+    return {
+        label: float(entry[key])
+        for label, entry in shapes.items()
+        if isinstance(entry, dict) and isinstance(entry.get(key), (int, float))
+    }

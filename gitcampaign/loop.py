@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign.campaign import opened
+from gitcampaign import profile
+from gitcampaign.campaign import Campaign, opened
+from gitcampaign.commands.analyze import analyze
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import LineageRow, lineage_rows, termination
+from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
 from gitcampaign.vocabulary import Status
 
 STEP_PREPARE = "prepare"
@@ -30,8 +32,36 @@ STEP_BASELINE = "baseline"  # performed as prepare (idempotent), then the baseli
 STEP_VALIDATE = "validate"
 STEP_COMMIT = "commit"  # a person edits and commits: nothing to run
 STEP_ROUND = "round"  # needs a hypothesis
+STEP_ANALYZE = "analyze"  # after rollbacks in a row: profile the incumbent before the next hypothesis
 STEP_REPORT = "report"
 STEP_DONE = "done"
+# The handoff's rule on rollbacks in a row: after two, re-profile before the next hypothesis; after
+# four, read the compiled kernels' ISA as well.
+PROFILE_AFTER = 2
+ISA_AFTER = 4
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the incumbent's profile note holds: any profile, and one that read the ISA (`--isa`)."""
+
+    profiled: bool = False
+    isa: bool = False
+
+
+def evidence_of(campaign: Campaign) -> Evidence:
+    docs = profile.read(campaign.repo, campaign.accepted_head())
+    return Evidence(bool(docs), any("isa" in doc for doc in docs))
+
+
+def rollbacks_in_a_row(rows: list[LineageRow]) -> int:
+    """How many of the last decided rounds were rolled back, counting back from the latest."""
+    streak = 0
+    for row in reversed([row for row in rows if row.round >= 2]):
+        if row.status != Status.REJECTED:
+            break
+        streak += 1
+    return streak
 
 
 @dataclass
@@ -72,11 +102,17 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     if manifest.csv_header is None:
         return decide(campaign.name, False, [], False, [])
     _, rows = lineage_rows(campaign)
-    return decide(campaign.name, True, rows, campaign.reported(), termination(manifest, rows))
+    reached = termination(manifest, rows, shape_limits(campaign, manifest))
+    return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign))
 
 
 def decide(
-    name: str, has_baseline: bool, rows: list[LineageRow], reported: bool, reached: list[str]
+    name: str,
+    has_baseline: bool,
+    rows: list[LineageRow],
+    reported: bool,
+    reached: list[str],
+    evidence: Evidence = Evidence(),
 ) -> NextStep:
     """The next step from where the campaign stands (`status` words the same decision its own way)."""
     if not has_baseline:
@@ -113,6 +149,19 @@ def decide(
         )
     if reached:
         return NextStep(name, STEP_REPORT, "git campaign report", "; ".join(reached), True)
+    streak = rollbacks_in_a_row(rows)
+    if (streak >= PROFILE_AFTER and not evidence.profiled) or (streak >= ISA_AFTER and not evidence.isa):
+        isa = streak >= ISA_AFTER
+        return NextStep(
+            name,
+            STEP_ANALYZE,
+            "git campaign analyze" + (" --isa" if isa else ""),
+            f"{streak} rounds in a row were rolled back: profile the incumbent before the next hypothesis "
+            "(where its time goes, how far each shape is from its limit, what bounds it)"
+            + ("; and read its compiled kernels' SASS" if isa else "")
+            + '; then `git campaign round -m "HYPOTHESIS"` (which you may also open straight away)',
+            True,
+        )
     return NextStep(
         name,
         STEP_ROUND,
@@ -133,6 +182,10 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
         performed.append(Performed(STEP_VALIDATE, validate(repo_path, campaign_name)))
     elif step.step == STEP_REPORT:
         performed.append(Performed(STEP_REPORT, report(repo_path, campaign_name)))
+    elif step.step == STEP_ANALYZE:
+        performed.append(
+            Performed(STEP_ANALYZE, analyze(repo_path, campaign_name, with_isa="--isa" in step.command))
+        )
     elif step.step in (STEP_COMMIT, STEP_DONE) or not hypothesis:
         hint = (
             f'git campaign next --run -m "HYPOTHESIS" opens the round ({step.command})'

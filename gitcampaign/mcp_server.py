@@ -42,7 +42,9 @@ INSTRUCTIONS = """Drives a git-native kernel-optimisation campaign: one hypothes
 measurement, one mechanical decision per round. Loop: status -> open_round(hypothesis) -> edit the
 kernel and `git commit` (message with Hypothesis: and Change: lines) -> validate -> read the decision
 -> next round. Protected files (harness, reference, tests, manifest) must not change: validate rejects
-such a round. diff_round shows what a round changed against the incumbent."""
+such a round. diff_round shows what a round changed against the incumbent. analyze profiles the
+incumbent (where the time goes, the share of the hardware limit, the bound): run it when status says
+so (after two rollbacks in a row) and base the next hypothesis on it."""
 
 
 def _plain(value: Any) -> Any:
@@ -146,7 +148,7 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
 
     @server.tool()
     def show(number: int) -> CallToolResult:
-        """One round (1 = baseline): hypothesis, diffstat, benchmark CSVs and verdict notes."""
+        """One round (1 = baseline): hypothesis, diffstat, benchmark CSVs, verdict notes and profiles."""
         from gitcampaign.commands.show import show as run
 
         return call(lambda: run(here, name, number).to_json())
@@ -251,6 +253,20 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         from gitcampaign.commands.report import report as run
 
         return call(lambda: run(here, name, force=force, record_failures=record_failures).to_json())
+
+    @server.tool()
+    def analyze(
+        number: int | None = None, shape: str | None = None, ncu: bool | None = None, isa: bool = False
+    ) -> CallToolResult:
+        """ANALYZE: profile the incumbent (or round `number`; 1 = baseline) at the representative shapes
+        (or one `shape`): kernels with launches and GPU time, host vs GPU time per call, the share of the
+        machine's limit and the bound (compute, memory, launch, host), a verdict per shape; with ncu
+        (default: when installed and on a GPU) SM/DRAM throughput, occupancy, registers, shared memory,
+        spills and stalls; with isa=True the compiled kernels' SASS. Recorded in the profile note, which
+        `show` returns; it decides nothing. Profile after repeated rollbacks, before the next hypothesis."""
+        from gitcampaign.commands.analyze import analyze as run
+
+        return call(lambda: run(here, name, number, shape, ncu, isa).to_json())
 
     @server.tool(name="diff_round")
     def diff_round_tool(number: int | None = None) -> CallToolResult:

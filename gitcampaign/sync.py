@@ -1,7 +1,8 @@
 """What a campaign is in git, and how two copies of it are compared and merged (push, pull, import).
 
 A campaign is its branches (`campaign/NAME/*`), its rejected pins (`refs/campaign/NAME/rejected/*`)
-and its notes refs (bench, full, verdict, and the environment note that `calibrate` writes). A remote's copy is fetched into `refs/campaign-remote/REMOTE/...` (a bundle
+and its notes refs (bench, full, verdict, the environment note that `calibrate` writes and the
+profile note that `analyze` writes). A remote's copy is fetched into `refs/campaign-remote/REMOTE/...` (a bundle
 is fetched the same way), so every decision below is local: ancestry by exit code, never by stderr.
 
 Rules that keep data from being lost:
@@ -9,8 +10,8 @@ Rules that keep data from being lost:
   its pin (the pinned commit was the round, the reset value is its parent);
 - a pin is written once: two different pins for one round are a conflict, never a replacement;
 - notes refs merge: a bench/full CSV is written once per commit (on a clash the side already
-  published wins and the other stays in the notes history), verdict and environment streams keep
-  every document of both sides.
+  published wins and the other stays in the notes history), verdict, environment and profile
+  streams keep every document of both sides.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase
 
 TRACKING = "refs/campaign-remote"
-NOTES_REFS = (C.NOTES_BENCH, C.NOTES_FULL, C.NOTES_VERDICT, C.NOTES_ENVIRONMENT)
+NOTES_REFS = (C.NOTES_BENCH, C.NOTES_FULL, C.NOTES_VERDICT, C.NOTES_ENVIRONMENT, C.NOTES_PROFILE)
 CSV_NOTES = (C.NOTES_BENCH, C.NOTES_FULL)
 
 SAME, AHEAD, BEHIND, DIVERGED = "same", "ahead", "behind", "diverged"

@@ -1,5 +1,6 @@
 """A tiny campaign project for engine tests: a 'kernel' whose speed and correctness are constants,
-behind a quick harness that speaks the real CLI and writes the frozen GEMM CSV.
+behind a quick harness that speaks the real CLI and writes the frozen GEMM CSV (and, with
+--profile, the profile file `analyze` reads: one fake kernel per forward, two per backward).
 
 Metrics are deterministic (speed × a fixed per-shape factor), so decisions are exact; optional
 multiplicative noise comes from BENCH_NOISE. Real kernels run in the demo and harness tests.
@@ -20,14 +21,15 @@ CORRECT = {correct}
 EDGE_CASES_OK = {edge_cases_ok}
 """
 
-HARNESS = r"""
-import argparse, os, random, statistics, sys, time
+HARNESS_TEMPLATE = r"""
+import argparse, json, os, random, statistics, sys, time
 from pathlib import Path
 import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[0]))
 parser = argparse.ArgumentParser()
-parser.add_argument("--summary-csv", required=True)
+parser.add_argument("--summary-csv")
 parser.add_argument("--shapes-file", required=True)
+PROFILING_ARGUMENTS
 args = parser.parse_args()
 import importlib
 kernel = importlib.import_module("kernel")
@@ -38,6 +40,23 @@ if mode == "hang":
     time.sleep(600)
 noise = float(os.environ.get("BENCH_NOISE", "0"))
 shapes = yaml.safe_load(Path(args.shapes_file).read_text())
+if getattr(args, "profile", None):  # docs/analyze.md: the harness's --profile file, on the "CPU"
+    calls = args.profile_calls
+    def phase(work, ms, kernels):
+        return {"calls": calls, "unit": "flop", "work": work, "host_ms_per_call": 0.002, "gpu_ms_per_call": ms,
+                "kernels": [{"name": name, "launches": calls, "gpu_ms": ms * share * calls, "share": share}
+                            for name, share in kernels]}
+    profiled = []
+    for shape in shapes:
+        flops = 2 * shape["M"] * shape["N"] * shape["K"]
+        fwd_ms = flops / (kernel.SPEED * (1 + (shape["M"] % 7) / 10) * 1e9) * 1e3  # SPEED in GFLOP/s
+        phases = {"forward": phase(flops, fwd_ms, [("fake_gemm_kernel", 1.0)])}
+        if not args.forward_only:
+            phases["backward"] = phase(2 * flops, 2 * fwd_ms, [("fake_gemm_da", 0.5), ("fake_gemm_db", 0.5)])
+        profiled.append({"label": shape["label"], "phases": phases})
+    document = {"format": 1, "op": "fake_gemm", "device": "cpu", "profiler": "torch.profiler", "shapes": profiled}
+    Path(args.profile).write_text(json.dumps(document))
+    sys.exit(0)
 lines = ["HEADER"]
 for shape in shapes:
     M, N, K = shape["M"], shape["N"], shape["K"]
@@ -56,6 +75,12 @@ if mode == "drift":
 Path(args.summary_csv).write_text(text)
 sys.exit(0 if kernel.CORRECT else 1)
 """.replace("HEADER", GEMM_HEADER)
+PROFILING_ARGUMENTS = """parser.add_argument("--profile")
+parser.add_argument("--profile-calls", type=int, default=3)
+parser.add_argument("--forward-only", action="store_true")"""
+HARNESS = HARNESS_TEMPLATE.replace("PROFILING_ARGUMENTS", PROFILING_ARGUMENTS)
+# A harness written before `analyze` existed: `--profile` is an unrecognised argument.
+HARNESS_BEFORE_PROFILING = HARNESS_TEMPLATE.replace("PROFILING_ARGUMENTS", "")
 
 SHAPES = """- {label: s-small, M: 64, N: 64, K: 64}
 - {label: s-mid, M: 128, N: 256, K: 128}

@@ -32,6 +32,7 @@ TOOLS = {
     "lint",
     "report",
     "diff_round",
+    "analyze",
 }
 
 

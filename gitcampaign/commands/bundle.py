@@ -1,7 +1,7 @@
 """`git campaign export NAME [FILE]` and `git campaign import FILE`: a campaign as one git bundle.
 
 The bundle holds the campaign's branches, rejected pins and notes refs (bench, full, verdict,
-environment), so the whole lineage (rejected rounds included) survives in a repository that
+environment, profile), so the whole lineage (rejected rounds included) survives in a repository that
 publishes only `main`, and moves between machines with no shared remote. It leaves out the project
 history the campaign started from (the manifest's `git_commit`), which any clone of the project
 already has; import checks it.

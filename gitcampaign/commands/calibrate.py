@@ -7,6 +7,10 @@ each other, so that the our/vendor ratios compare windows that ran at the same c
 The limits and the table are gitcampaign.calibration's.
 The table, the clocks and the environment are appended to the `refs/notes/campaign/environment`
 note of the accepted head.
+
+`calibrate --peaks` measures the machine's ceilings instead (`gitcampaign.peaks`, in a child: dense
+bf16 and fp8 GEMM, device copy, the launch floor), which `analyze` and `report` hold figures against
+(`gitcampaign.roofline`); they go in the same note, as a document of kind `peaks`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, measure, verdict
+from gitcampaign import envinfo, measure, peaks, roofline, verdict
 from gitcampaign import git as g
 from gitcampaign.calibration import (
     RATIO_LIMIT,
@@ -144,5 +148,47 @@ def calibrate(
             **result.to_json(),
             "harness_clocks": {role: envinfo.clock_records(out / role) for role in ROLES},
         }
+        verdict.append(repo, head, document, C.NOTES_ENVIRONMENT)
+        return result
+
+
+PEAKS_TIMEOUT_S = 600.0  # the GEMMs, the copy and the launches take about a minute together
+
+
+@dataclass
+class PeaksResult:
+    commit: str  # the accepted head whose environment note holds them
+    figures: dict[str, Any]  # gitcampaign.peaks's record
+    environment: dict[str, object]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"commit": self.commit, **self.figures, "environment": self.environment}
+
+
+def calibrate_peaks(repo_path: Path, campaign_name: str | None) -> PeaksResult:
+    """Measure this GPU's ceilings once (gitcampaign.peaks) and append them to the environment note
+    of the accepted head, where `analyze` and `report` find them for this GPU model."""
+    with locked(repo_path, campaign_name) as campaign:
+        repo = campaign.repo
+        head = campaign.accepted_head()
+        scratch = measure.run_dir(repo, campaign.name, "peaks")
+        out = scratch / "peaks.json"
+        command = f"{shlex.quote(sys.executable)} -m gitcampaign.peaks"
+        log = scratch / "peaks.log"
+        # Run from the scratch folder: nothing there shadows the installed gitcampaign.
+        code = measure.run_logged(
+            command, scratch, log, PEAKS_TIMEOUT_S, "peak measurement", args=["--out", str(out)]
+        )
+        if code != 0 or not out.exists():
+            meaning = "no CUDA GPU is visible" if code == peaks.EXIT_NO_GPU else f"it exited {code}"
+            raise CampaignError(
+                f"the ceilings were not measured ({meaning}); nothing was recorded\n"
+                f"last lines of {log}:\n{measure.tail(log)}",
+                "run `git campaign calibrate --peaks` on the GPU the campaign measures on; without one, "
+                f"`analyze` and `report` use the datasheet of a GPU they know, labelled {roofline.DATASHEET!r}",
+            )
+        figures = json.loads(out.read_text())
+        result = PeaksResult(head, figures, envinfo.fingerprint())
+        document = {"kind": roofline.PEAKS_KIND, "campaign": campaign.name, **result.to_json()}
         verdict.append(repo, head, document, C.NOTES_ENVIRONMENT)
         return result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
+from gitcampaign import profile
 from gitcampaign.campaign import Campaign, campaigns, opened
 from gitcampaign.lineage import LineageRow, lineage_rows
 from gitcampaign.vocabulary import Status
@@ -21,9 +22,14 @@ class LogResult:
     campaign: str
     metric: str
     rows: list[LineageRow]
+    profiles: dict[int, list[str]] = field(default_factory=dict)  # round -> its latest profile's verdicts
 
     def to_json(self) -> dict[str, Any]:
-        return {"campaign": self.campaign, "metric": self.metric, "rounds": [asdict(r) for r in self.rows]}
+        return {
+            "campaign": self.campaign,
+            "metric": self.metric,
+            "rounds": [{**asdict(r), "profile": self.profiles.get(r.round, [])} for r in self.rows],
+        }
 
 
 def log(repo_path: Path, campaign_name: str | None) -> LogResult:
@@ -32,7 +38,12 @@ def log(repo_path: Path, campaign_name: str | None) -> LogResult:
 
 def _log_of(campaign: Campaign) -> LogResult:
     _, rows = lineage_rows(campaign)
-    return LogResult(campaign.name, campaign.manifest().primary_metric, rows)
+    profiled = profile.read_all(campaign.repo)
+    commits = {row.round: row.commit for row in rows}
+    if rows and rows[0].round == 1:
+        commits[1] = campaign.baseline_commit()
+    verdicts = {number: profile.verdicts(profiled[c][-1]) for number, c in commits.items() if c in profiled}
+    return LogResult(campaign.name, campaign.manifest().primary_metric, rows, verdicts)
 
 
 @dataclass

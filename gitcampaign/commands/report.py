@@ -15,7 +15,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, plot, steps, verdict
+from gitcampaign import envinfo, plot, roofline, steps, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
@@ -23,7 +23,7 @@ from gitcampaign.campaign import (
 )
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import LineageRow, lineage_rows, log_table, termination
+from gitcampaign.lineage import LineageRow, lineage_rows, log_table, shape_limits, termination
 from gitcampaign.manifest import Manifest
 from gitcampaign.measure import (
     CANDIDATE,
@@ -74,7 +74,7 @@ def report(
                 f"round {unfinished[-1].round} is {unfinished[-1].status}",
                 "finish it with `git campaign validate` or `git campaign rollback` first",
             )
-        reached = termination(manifest, rows)
+        reached = termination(manifest, rows, shape_limits(campaign, manifest))
         if force:
             reached.append("T4 the user stopped the campaign (report --force)")
         if not reached:
@@ -133,6 +133,11 @@ def report(
         )
         per_shape = _per_shape(results, manifest.primary_metric, labels, stats.shape_ratios if stats else {})
         environment = envinfo.fingerprint()
+        ceilings = roofline.ceilings_for(repo, str(environment.get("gpu", "")))
+        for entry in per_shape.values():
+            entry["share_of_limit"] = roofline.metric_share(
+                entry["final"], manifest.primary_metric, manifest.target_op, ceilings
+            )
         folder = C.campaign_dir(campaign.name)
         files: dict[str, bytes] = {}
         warnings = []
@@ -149,6 +154,7 @@ def report(
             stats,
             reached,
             environment,
+            ceilings,
             head,
             base_commit,
             f"git campaign report{' --force' * force}{' --record-failures' * record_failures}"
@@ -244,6 +250,7 @@ def _markdown(
     stats: PairedStats | None,
     reached: list[str],
     environment: dict[str, object],
+    ceilings: roofline.Ceilings,
     head: str,
     base_commit: str,
     command: str,
@@ -262,9 +269,17 @@ def _markdown(
             _fmt(v["baseline"]),
             _fmt(v["final"]),
             _fmt(v["ratio"], ".3f"),
+            roofline.share_text(v["share_of_limit"]),
         ]
         for label, v in per_shape.items()
     ]
+    limit = ceilings.limit(roofline.metric_unit(metric), manifest.target_op)
+    limit_note = (
+        f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
+        f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
+        if limit is not None
+        else f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
+    )
     least = sorted((v["ratio"], label) for label, v in per_shape.items() if isinstance(v["ratio"], float))[:3]
     # With no round accepted both sides run the same kernels: the ratio is the measurement's spread.
     same_kernels = (
@@ -307,9 +322,12 @@ def _markdown(
                 f"baseline {metric}",
                 f"final {metric}",
                 "ratio",
+                "share of the limit",
             ],
             tablefmt="github",
         ),
+        "",
+        limit_note,
         "",
         "## Iterations",
         "",

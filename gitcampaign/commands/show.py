@@ -1,4 +1,4 @@
-"""ANALYZE: `git campaign show N`, one round: hypothesis, diff stat, CSV notes, verdict."""
+"""ANALYZE: `git campaign show N`, one round: hypothesis, diff stat, CSV notes, verdict, profiles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import sync, verdict
+from gitcampaign import profile, sync, verdict
 from gitcampaign.campaign import opened
 from gitcampaign.errors import CampaignError
 from gitcampaign.verdict import VerdictDoc
@@ -25,6 +25,7 @@ class ShowResult:
     full_csv: str | None = None
     verdict: str | None = None
     conflicts: list[VerdictDoc] = field(default_factory=list)  # decisions two clones both noted
+    profiles: list[dict[str, Any]] = field(default_factory=list)  # `analyze` documents, oldest first
 
     def to_json(self) -> dict[str, Any]:
         if self.commit is None:
@@ -38,6 +39,7 @@ class ShowResult:
             "full_csv": self.full_csv,
             "verdict": self.verdict,
             "conflicting_decisions": [doc.decision for doc in self.conflicts],
+            "profiles": self.profiles,
         }
 
 
@@ -70,4 +72,5 @@ def show(repo_path: Path, campaign_name: str | None, number: int) -> ShowResult:
         full.decode() if full else None,
         verdict_raw.decode() if verdict_raw else None,
         sync.conflicting_decisions(verdict.parse_stream(verdict_raw)),
+        profile.read(repo, commit),
     )

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
-from gitcampaign import sync
+from gitcampaign import profile, sync
 from gitcampaign.campaign import (
     opened,
 )
 from gitcampaign.kept_sessions import KeptSessions
-from gitcampaign.lineage import LineageRow, lineage_rows, termination
-from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
+from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
+from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
 from gitcampaign.vocabulary import Status
 
 
@@ -34,6 +34,7 @@ class StatusResult:
     termination: list[str]
     next: str
     remotes: dict[str, Any]
+    profile: list[str] = field(default_factory=list)  # the latest `analyze` verdicts of the accepted head
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -54,7 +55,8 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
-    reached = termination(manifest, rows)
+    reached = termination(manifest, rows, shape_limits(campaign, manifest))
+    profiles = profile.read(repo, campaign.accepted_head())
     return StatusResult(
         campaign=campaign.name,
         head_branch=g.current_branch(repo),
@@ -73,11 +75,19 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         max_iterations=manifest.max_iterations,
         termination=reached,
         next=_next_text(
-            decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
+            decide(
+                campaign.name,
+                manifest.csv_header is not None,
+                rows,
+                campaign.reported(),
+                reached,
+                evidence_of(campaign),
+            ),
             rounds[-1] if rounds else None,
             KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
         ),
         remotes=sync.remote_standing(repo, campaign.name),
+        profile=profile.verdicts(profiles[-1]) if profiles else [],
     )
 
 

@@ -98,3 +98,59 @@ def test_the_rounds_reach_the_cross_check_and_its_records_the_note(
     assert set(note["harness_clocks"]) == {"ours", "vendor"}
     with pytest.raises(CampaignError, match="at least one round"):
         calibrate(root, NAME, rounds=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asserts the no-GPU refusal")
+def test_peaks_without_a_gpu_record_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The measuring child runs for real: without a GPU it exits 2, and the error says what analyze
+    falls back to; no environment note is written."""
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, options())
+    assert main(["-C", str(root), "calibrate", "--peaks"]) == 1
+    err = capsys.readouterr().err
+    assert "no CUDA GPU is visible" in err and "datasheet, not measured" in err
+    assert git(root, "for-each-ref", C.NOTES_ENVIRONMENT) == ""
+    assert main(["-C", str(root), "calibrate", "--peaks", "--rounds", "2"]) == 2  # a usage error
+
+
+def test_peaks_go_in_the_environment_note_and_become_the_ceilings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What calibrate --peaks does with the child's figures (it needs a GPU; a fake one answers):
+    a `peaks` document on the accepted head, which roofline then prefers to the datasheet."""
+    from gitcampaign import git as g
+    from gitcampaign import roofline
+    from gitcampaign.commands.calibrate import calibrate_peaks
+
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, options())
+    ceilings = {
+        "bf16_gemm_tflops": 771.0,
+        "fp8_gemm_tflops": 1402.0,
+        "copy_gbs": 4210.0,
+        "launch_floor_us": 2.1,
+        "launch_host_us": 3.9,
+    }
+
+    def child(command: str, cwd: Path, log: Path, timeout_s: float, what: str, args: list[str]) -> int:
+        assert command.endswith("-m gitcampaign.peaks")
+        out = Path(args[args.index("--out") + 1])
+        out.write_text(json.dumps({"gpu": "NVIDIA H200", "uuid": "GPU-1234", "ceilings": ceilings}))
+        return 0
+
+    monkeypatch.setattr(measure, "run_logged", child)
+    result = calibrate_peaks(root, NAME)
+    repo = g.open_repo(root)
+    note = yaml.safe_load(git(root, "notes", "--ref", C.NOTES_ENVIRONMENT, "show", result.commit))
+    assert (
+        note["kind"] == roofline.PEAKS_KIND and note["ceilings"] == ceilings and note["gpu"] == "NVIDIA H200"
+    )
+    measured = roofline.ceilings_for(repo, "NVIDIA H200")
+    assert (measured.source, measured.bf16_tflops, measured.copy_gbs) == (roofline.MEASURED, 771.0, 4210.0)
+    other = roofline.ceilings_for(repo, "NVIDIA H100 80GB HBM3")  # another model: its datasheet
+    assert (other.source, other.bf16_tflops) == (roofline.DATASHEET, 989.0)
+    assert roofline.ceilings_for(repo, "cpu").source == roofline.NOT_MEASURED

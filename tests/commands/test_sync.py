@@ -190,6 +190,7 @@ def test_export_import_round_trip_then_the_campaign_continues(
     head = g.rev(g.open_repo(alice), f"campaign/{NAME}/main")
     assert head is not None  # and a calibration table (written by hand: calibrate needs a GPU)
     verdict.append(g.open_repo(alice), head, {"kind": "calibration", "agreed": True}, C.NOTES_ENVIRONMENT)
+    verdict.append(g.open_repo(alice), head, {"kind": "profile", "campaign": NAME}, C.NOTES_PROFILE)
     exported = export(alice, NAME)
     assert exported.path.endswith(default_path(NAME)) and exported.prerequisite is not None
     fresh = tmp_path / "fresh"
@@ -197,7 +198,9 @@ def test_export_import_round_trip_then_the_campaign_continues(
     git(fresh, "remote", "remove", "origin")  # no shared remote: the bundle is all there is
     import_bundle(fresh, Path(exported.path))
     assert refs(fresh) == refs(alice)
-    assert notes(fresh) == notes(alice) and notes(fresh)[C.NOTES_ENVIRONMENT]
+    assert (
+        notes(fresh) == notes(alice) and notes(fresh)[C.NOTES_ENVIRONMENT] and notes(fresh)[C.NOTES_PROFILE]
+    )
     assert not g.refs_under(g.open_repo(fresh), sync.TRACKING + "/")  # no leftovers
     again = import_bundle(fresh, Path(exported.path))
     assert again.updated == []  # idempotent

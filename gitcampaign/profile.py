@@ -1,0 +1,255 @@
+"""The profile note (`refs/notes/campaign/profile`): what `git campaign analyze` found on a commit.
+
+The harness profiles (docs/analyze.md, "The harness's side"):
+
+    QUICK_COMMAND --profile OUT.json --shapes-file SHAPES.yaml [--profile-calls N] [--forward-only]
+
+and writes, per shape and phase, the calls, the unit and work per call, the host's and the GPU's
+milliseconds per call and the kernels (name, launches and GPU milliseconds over the calls, share).
+`HarnessProfile.parse` reads that file (a malformed one stops the command, nothing recorded);
+`findings` places each phase under its ceilings (gitcampaign.roofline); `document` is what the note
+holds, one YAML document per analysis appended to the commit's stream, never overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from git import Repo
+
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign import ncu, roofline, verdict
+from gitcampaign.errors import CampaignError
+
+HARNESS_FORMAT = 1  # the harness's --profile file
+KIND = "profile"
+PHASES = ("forward", "backward")
+UNITS = (roofline.FLOP, roofline.BYTE)
+
+
+@dataclass
+class Kernel:
+    name: str
+    launches: int  # over the phase's calls
+    gpu_ms: float  # over the phase's calls
+    share: float  # of the phase's GPU time
+    ncu: dict[str, Any] | None = None  # gitcampaign.ncu.summarise of its launches, where ncu ran
+
+
+@dataclass
+class Phase:
+    calls: int
+    unit: str
+    work: float  # per call, in `unit`s
+    host_ms_per_call: float
+    gpu_ms_per_call: float
+    kernels: list[Kernel] = field(default_factory=list)
+
+    @property
+    def launches_per_call(self) -> float:
+        return sum(kernel.launches for kernel in self.kernels) / self.calls
+
+    def ncu_throughput(self) -> tuple[float, float] | None:
+        """(SM %, DRAM %) of peak over the phase's kernels that ncu measured, weighted by their time."""
+        measured = [kernel for kernel in self.kernels if kernel.ncu]
+        if not measured:
+            return None
+        pairs = [(k.ncu or {}, k.gpu_ms) for k in measured]
+        sm = roofline.weighted([(figures.get("sm_throughput_pct", math.nan), ms) for figures, ms in pairs])
+        dram = roofline.weighted(
+            [(figures.get("dram_throughput_pct", math.nan), ms) for figures, ms in pairs]
+        )
+        return (sm, dram) if math.isfinite(sm) and math.isfinite(dram) else None
+
+
+@dataclass
+class HarnessProfile:
+    op: str
+    device: str  # "cpu" or the GPU's name
+    profiler: str
+    shapes: dict[str, dict[str, Phase]]  # label -> phase -> Phase, in the shape file's order
+
+    @classmethod
+    def parse(cls, data: object, source: str) -> HarnessProfile:
+        """The harness's --profile file; CampaignError naming the field that is wrong."""
+
+        def bad(what: str) -> CampaignError:
+            return CampaignError(
+                f"{source}: {what}; nothing was recorded",
+                "the harness's --profile file must follow docs/analyze.md; run the command by hand to see it",
+            )
+
+        if not isinstance(data, dict):
+            raise bad("not a JSON object")
+        if data.get("format") != HARNESS_FORMAT:
+            raise bad(f"format is {data.get('format')!r}, not {HARNESS_FORMAT}")
+        for key in ("op", "device", "profiler"):
+            if not isinstance(data.get(key), str):
+                raise bad(f"{key} is not a string")
+        entries = data.get("shapes")
+        if not isinstance(entries, list) or not entries:
+            raise bad("shapes is not a non-empty list")
+        shapes: dict[str, dict[str, Phase]] = {}
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
+                raise bad("a shape without a label")
+            label, phases = entry["label"], entry.get("phases")
+            if not isinstance(phases, dict) or "forward" not in phases or not set(phases) <= set(PHASES):
+                raise bad(f"shape {label}: phases must be forward (and backward)")
+            shapes[label] = {
+                name: _phase(phases[name], f"shape {label} {name}", bad) for name in PHASES if name in phases
+            }
+        return cls(data["op"], data["device"], data["profiler"], shapes)
+
+
+def _phase(raw: object, where: str, bad: Callable[[str], CampaignError]) -> Phase:
+    if not isinstance(raw, dict):
+        raise bad(f"{where}: not an object")
+
+    def number(value: object, what: str, positive: bool = False) -> float:
+        """A finite number, not negative (with `positive`, above zero)."""
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value < 0
+            or (positive and value == 0)
+        ):
+            raise bad(f"{where}: {what} is {value!r}")
+        return float(value)
+
+    calls = raw.get("calls")
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls <= 0:
+        raise bad(f"{where}: calls is {calls!r}")
+    if raw.get("unit") not in UNITS:
+        raise bad(f"{where}: unit {raw.get('unit')!r} is not flop or byte")
+    kernels = raw.get("kernels")
+    if not isinstance(kernels, list):
+        raise bad(f"{where}: kernels is not a list")
+    parsed = []
+    for kernel in kernels:
+        if not isinstance(kernel, dict) or not isinstance(kernel.get("name"), str):
+            raise bad(f"{where}: a kernel without a name")
+        name, launches = kernel["name"], kernel.get("launches")
+        if not isinstance(launches, int) or isinstance(launches, bool) or launches < 0:
+            raise bad(f"{where}: kernel {name} launches is {launches!r}")
+        share = number(kernel.get("share"), f"kernel {name} share")
+        if share > 1:
+            raise bad(f"{where}: kernel {name} share is {share!r}")
+        parsed.append(Kernel(name, launches, number(kernel.get("gpu_ms"), f"kernel {name} gpu_ms"), share))
+    return Phase(
+        calls,
+        str(raw["unit"]),
+        number(raw.get("work"), "work", positive=True),
+        number(raw.get("host_ms_per_call"), "host_ms_per_call"),
+        number(raw.get("gpu_ms_per_call"), "gpu_ms_per_call", positive=True),
+        parsed,
+    )
+
+
+def attach_ncu(profile: HarnessProfile, label: str, measured: dict[str, dict[str, Any]]) -> list[str]:
+    """Give each kernel of the shape ncu's figures for its name (gitcampaign.ncu.by_kernel); returns
+    the profile's kernels ncu did not see."""
+    missing = []
+    for phase in profile.shapes[label].values():
+        for kernel in phase.kernels:
+            kernel.ncu = measured.get(ncu.base_name(kernel.name))
+            if kernel.ncu is None:
+                missing.append(kernel.name)
+    return missing
+
+
+def findings(profile: HarnessProfile, ceilings: roofline.Ceilings) -> dict[str, dict[str, Any]]:
+    """Per shape: its phases placed under the ceilings, and the one-line verdict."""
+    found = {}
+    for label, phases in profile.shapes.items():
+        entry: dict[str, Any] = {}
+        lines = []
+        for name, phase in phases.items():
+            launches = phase.launches_per_call
+            placement = roofline.place(
+                phase.unit,
+                phase.work,
+                phase.gpu_ms_per_call,
+                phase.host_ms_per_call,
+                launches,
+                ceilings.limit(phase.unit, profile.op),
+                ceilings.launch_floor_us,
+                phase.ncu_throughput(),
+            )
+            where = (
+                f"no ceilings for {profile.device}"
+                if ceilings.source == roofline.NOT_MEASURED
+                else ceilings.source
+            )
+            line = roofline.verdict_line(
+                placement, launches, phase.gpu_ms_per_call, phase.host_ms_per_call, where
+            )
+            lines.append(line if len(phases) == 1 else f"{name}: {line}")
+            entry[name] = _phase_record(phase, placement)
+        entry["verdict"] = " | ".join(lines)
+        found[label] = entry
+    return found
+
+
+def _phase_record(phase: Phase, placement: roofline.Placement) -> dict[str, Any]:
+    return {
+        "calls": phase.calls,
+        "unit": phase.unit,
+        "work_per_call": phase.work,
+        "host_ms_per_call": phase.host_ms_per_call,
+        "gpu_ms_per_call": phase.gpu_ms_per_call,
+        "launches_per_call": phase.launches_per_call,
+        f"achieved_{phase.unit}s_per_s": placement.achieved_per_s,
+        "limit": placement.limit.name if placement.limit else roofline.NOT_MEASURED,
+        "limit_per_s": placement.limit.per_second if placement.limit else None,
+        "share_of_limit": placement.share,
+        "bound": placement.bound,
+        "host_bound": placement.host_bound,
+        "bound_because": placement.why,
+        "kernels": [
+            {
+                "name": kernel.name,
+                "launches_per_call": kernel.launches / phase.calls,
+                "gpu_ms_per_call": kernel.gpu_ms / phase.calls,
+                "share": kernel.share,
+                **({"ncu": kernel.ncu} if kernel.ncu else {}),
+            }
+            for kernel in phase.kernels
+        ],
+    }
+
+
+def verdicts(doc: Mapping[str, Any]) -> list[str]:
+    """ "LABEL: VERDICT" for each shape of a profile document."""
+    shapes = doc.get("shapes") or {}
+    return [
+        f"{label}: {entry.get('verdict', '?')}" for label, entry in shapes.items() if isinstance(entry, dict)
+    ]
+
+
+def read(repo: Repo, commit: str) -> list[dict[str, Any]]:
+    """The profile documents on `commit`, oldest first (a malformed one is skipped)."""
+    return _documents(g.read_note(repo, C.NOTES_PROFILE, commit))
+
+
+def read_all(repo: Repo) -> dict[str, list[dict[str, Any]]]:
+    """{commit: profile documents} for every profiled commit, in one `notes list`."""
+    return {
+        commit: docs
+        for commit, blob in g.note_blobs(repo, C.NOTES_PROFILE).items()
+        if (docs := _documents(g.read_blob(repo, blob)))
+    }
+
+
+def _documents(raw: bytes | None) -> list[dict[str, Any]]:
+    return [doc.to_mapping() for doc in verdict.parse_stream(raw) if doc.get("kind") == KIND]
+
+
+def append(repo: Repo, commit: str, document: Mapping[str, Any]) -> None:
+    """Add one analysis to the commit's stream (earlier ones are kept byte for byte)."""
+    verdict.append(repo, commit, {"kind": KIND, **document}, C.NOTES_PROFILE)

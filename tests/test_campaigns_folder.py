@@ -149,7 +149,7 @@ def test_a_campaign_continues_from_main_after_import(tmp_path: Path) -> None:
     name = "gemm-bf16"
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(REPO_ROOT), str(clone))
-    git(clone, "checkout", "-q", "-b", "main", git(REPO_ROOT, "rev-parse", "HEAD").strip())
+    git(clone, "checkout", "-q", "-B", "main", git(REPO_ROOT, "rev-parse", "HEAD").strip())
     harness = f"{C.campaign_dir(name)}/{C.HARNESS_FILE}"
 
     import_bundle(clone, clone / C.campaign_dir(name) / C.BUNDLE_FILE)

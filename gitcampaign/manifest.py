@@ -126,18 +126,30 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "harness_timeout_s": (1, 7 * 24 * 3600),
     "min_gain": (0.0, 1.0),
 }
-# Fixed at BASELINE: every later decision is measured and compared against these.
+# The shell commands a campaign runs: frozen at BASELINE, and run only once this clone approved them
+# (gitcampaign/trust.py).
+COMMAND_FIELDS = (
+    "build_command",
+    "test_command",
+    "quick_command",
+    "probe_command",
+    "benchmark_command",
+    "acceptance_command",
+)
+# Fixed at BASELINE: every later decision is measured and compared against these. The commands are
+# among them: a commit on the accepted line that sets `test_command: 'true'` would let the next
+# broken round through.
 FROZEN = (
     "name",
     "target_op",
     "primary_metric",
     "target_shapes",
-    "quick_command",
     "representative_shapes",
     "csv_header",
     "csv_header_sha256",
     "protected_paths",
     "noise_floor",
+    *COMMAND_FIELDS,
 )
 
 

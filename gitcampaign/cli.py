@@ -775,6 +775,20 @@ def _sync_text(result: Any, verb: str) -> str:
     return "\n".join(lines)
 
 
+def _arrived(ctx: click.Context, result: Any, verb: str, as_json: bool) -> None:
+    """What `pull` and `import` print: the refs moved, and whether this clone has approved the
+    commands the campaign brought (until it does, none of them runs)."""
+    from gitcampaign import trust
+    from gitcampaign.campaign import opened
+
+    campaign = opened(_repo(ctx), result.campaign)
+    commands = trust.pending(campaign)
+    text = _sync_text(result, verb)
+    if commands is not None:
+        text += f"\n{trust.refusal(campaign, commands)}\nhint: {trust.approve_hint(campaign.name)}"
+    _emit(text, {**result.to_json(), "commands_approved": commands is None}, as_json)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False)
 @click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
@@ -803,7 +817,7 @@ def pull(ctx: click.Context, remote: str | None, name: str | None, supersede: bo
     from gitcampaign.commands.pull import pull as run
 
     result = run(_repo(ctx), name or _campaign(ctx), remote, supersede)
-    _emit(_sync_text(result, "pull"), result.to_json(), as_json)
+    _arrived(ctx, result, "pull", as_json)
 
 
 @cli.command("export", context_settings=CONTEXT)
@@ -838,7 +852,22 @@ def import_(ctx: click.Context, file: str, as_json: bool) -> None:
     from gitcampaign.commands.bundle import import_bundle as run
 
     result = run(_repo(ctx), Path(file))
-    _emit(_sync_text(result, "import"), result.to_json(), as_json)
+    _arrived(ctx, result, "import", as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def trust(ctx: click.Context, name: str | None, as_json: bool) -> None:
+    """Approve, in this clone, the commands of a campaign that came from elsewhere (pull, import)."""
+    from gitcampaign.commands.trust import trust as run
+
+    result = run(_repo(ctx), name or _campaign(ctx))
+    shown = [f"  {key}: {command}" for key, command in result.commands.items() if command]
+    what = "approved" if result.newly else "already approved"
+    text = "\n".join([f"campaign {result.campaign}: {what} in this clone, these commands:", *shown])
+    _emit(text, result.to_json(), as_json)
 
 
 def _terminate(signum: int, frame: object) -> None:

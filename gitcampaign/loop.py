@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
+from gitcampaign import trust
 from gitcampaign.campaign import opened
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.prepare import prepare
@@ -32,6 +33,7 @@ STEP_COMMIT = "commit"  # a person edits and commits: nothing to run
 STEP_ROUND = "round"  # needs a hypothesis
 STEP_REPORT = "report"
 STEP_DONE = "done"
+STEP_TRUST = "trust"  # a person approves the commands of a campaign that came from elsewhere
 
 
 @dataclass
@@ -69,16 +71,39 @@ class NextRun:
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     campaign = opened(repo_path, campaign_name)
     manifest = campaign.manifest()
+    trusted = trust.pending(campaign) is None
     if manifest.csv_header is None:
-        return decide(campaign.name, False, [], False, [])
+        return decide(campaign.name, False, [], False, [], trusted)
     _, rows = lineage_rows(campaign)
-    return decide(campaign.name, True, rows, campaign.reported(), termination(manifest, rows))
+    return decide(campaign.name, True, rows, campaign.reported(), termination(manifest, rows), trusted)
 
 
 def decide(
+    name: str,
+    has_baseline: bool,
+    rows: list[LineageRow],
+    reported: bool,
+    reached: list[str],
+    trusted: bool = True,
+) -> NextStep:
+    """The next step from where the campaign stands (`status` words the same decision its own way);
+    a step that runs the campaign's commands waits for this clone's approval of them."""
+    step = _decide(name, has_baseline, rows, reported, reached)
+    if trusted or step.step not in (STEP_BASELINE, STEP_VALIDATE, STEP_REPORT):
+        return step
+    return NextStep(
+        name,
+        STEP_TRUST,
+        f"git campaign trust --campaign {name}",
+        "this clone has not approved the campaign's commands (it came from elsewhere, or they changed):"
+        f" `{step.command}` would run them; it lists them, and runs nothing until they are approved",
+        False,
+    )
+
+
+def _decide(
     name: str, has_baseline: bool, rows: list[LineageRow], reported: bool, reached: list[str]
 ) -> NextStep:
-    """The next step from where the campaign stands (`status` words the same decision its own way)."""
     if not has_baseline:
         return NextStep(
             name,
@@ -126,6 +151,8 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
     """Perform the next step; with a hypothesis, then open the round it names."""
     performed = []
     step = next_step(repo_path, campaign_name)
+    if step.step == STEP_TRUST:
+        trust.require(opened(repo_path, campaign_name))
     if step.step == STEP_BASELINE:
         performed.append(Performed(STEP_PREPARE, prepare(repo_path, campaign_name)))
         performed.append(Performed(STEP_BASELINE, baseline(repo_path, campaign_name)))

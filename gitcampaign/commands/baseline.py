@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, verdict
+from gitcampaign import envinfo, steps, trust, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, locked
@@ -102,6 +102,7 @@ def baseline(
                 f"campaign {campaign.name} already has its baseline",
                 "start rounds with `git campaign round -m ...`",
             )
+        trust.require(campaign)
         plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         g.checkout(repo, campaign.main_branch)
         head = campaign.accepted_head()

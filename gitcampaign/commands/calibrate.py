@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, measure, verdict
+from gitcampaign import envinfo, measure, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.calibration import (
     RATIO_LIMIT,
@@ -75,6 +75,7 @@ def calibrate(
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.manifest()
+        trust.require(campaign)
         harness = f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"
         if not manifest.quick_command.startswith(f"python {harness}"):
             raise CampaignError(

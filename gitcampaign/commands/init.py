@@ -10,6 +10,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
+from gitcampaign import trust
 from gitcampaign.campaign import check_name, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, normalise_metric
@@ -267,6 +268,9 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         workspace=workspace,
         protected_paths={path: None for path in protected},
     )
+    # The campaign this clone makes runs its commands: the person who named them approved them
+    # (approved first, so that a kill before the commit leaves no campaign that refuses to run).
+    trust.approve(repo, name, trust.commands_of(asdict(manifest)))
     commit = g.commit_files(
         repo,
         C.main_branch(name),

@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, gates, plot, steps, verdict
+from gitcampaign import envinfo, gates, plot, steps, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
@@ -69,6 +69,7 @@ def report(
     with locked(repo_path, campaign_name, clean_for="write the report") as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
+        trust.require(campaign)
         baseline_docs, rounds = campaign.lineage()
         baseline, rows = rows_of(baseline_docs, rounds)
         unfinished = [row for row in rows if row.status in (Status.OPEN, Status.PENDING)]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
-from gitcampaign import sync
+from gitcampaign import sync, trust
 from gitcampaign.campaign import (
     opened,
 )
@@ -73,7 +73,14 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         max_iterations=manifest.max_iterations,
         termination=reached,
         next=_next_text(
-            decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
+            decide(
+                campaign.name,
+                manifest.csv_header is not None,
+                rows,
+                campaign.reported(),
+                reached,
+                trust.pending(campaign) is None,
+            ),
             rounds[-1] if rounds else None,
             KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
         ),

@@ -17,7 +17,7 @@ from typing import Any
 from git import Repo
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, verdict
+from gitcampaign import envinfo, steps, trust, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
@@ -140,6 +140,7 @@ def validate(
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
+        trust.require(campaign)
         plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         incumbent = campaign.accepted_head()
         current = round_to_validate(campaign)

@@ -135,7 +135,9 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
     show_default=True,
     help="A preset (e.g. llama3.1-8b:mbs=1; several joined with commas) or a YAML shape file.",
 )
-@click.option("--test-command", default=None, help="Focused correctness test command.")
+@click.option(
+    "--test-command", default=None, help="Focused correctness test command ('' for none: no test gate)."
+)
 @click.option("--quick-command", default=None, help="Your own quick harness (must write the frozen CSV).")
 @click.option("--benchmark-command", default=None, help="Full benchmark command.")
 @click.option("--probe-command", default=None, help="Training-step probe command ('' for none).")

@@ -14,7 +14,7 @@ from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, locked
 from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest, NoiseFloor, sha256_bytes
+from gitcampaign.manifest import Manifest, NoiseFloor, check_pairs, sha256_bytes
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -94,6 +94,7 @@ def baseline(
     progress: Progress | None = None,
 ) -> BaselineResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name, clean_for="run the baseline") as campaign:
         repo = campaign.repo
         manifest = campaign.manifest()
@@ -126,6 +127,7 @@ def baseline(
                 [by_label[label] for label in representative],
                 manifest.harness_timeout_s,
                 full.header,
+                manifest.header_hint(),
             )
             aa_count = pairs or manifest.pairs
             with progress.phase("A/A noise floor", runs=2 * aa_count):

@@ -13,7 +13,7 @@ from gitcampaign import git as g
 from gitcampaign import trust
 from gitcampaign.campaign import check_name, configure_notes
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest, normalise_metric
+from gitcampaign.manifest import Manifest, check_target, normalise_metric
 from gitcampaign.ops import OPS, OpInfo
 from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import dump_shapes, is_shape_file, load_shapes
@@ -74,6 +74,7 @@ def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
         raise CampaignError(
             "--target efficiency needs the hardware peak", "add --target peak=989 (TFLOP/s or GB/s)"
         )
+    check_target(target, "--target", "use speedup=1.2, value=800 or efficiency=0.8 with peak=989")
     return target
 
 
@@ -126,6 +127,21 @@ def pytest_command(target: str = "") -> str:
     pytest-xdist is installed."""
     parallel = f" -n auto --maxprocesses {MAX_TEST_PROCESSES}" if importlib.util.find_spec("xdist") else ""
     return f"python -m pytest -q{parallel}" + (f" {target}" if target else "")
+
+
+def _test_command(root: Path, given: str | None, op: str, info: OpInfo | None) -> str:
+    """The focused test command: as given ('' for none), else the op's own tests, which must exist
+    (a default naming a missing file would fail the baseline as "no tests ran")."""
+    if given is not None:
+        return given
+    if info is None:
+        return ""
+    if not (root / info.test_file).is_file():
+        raise CampaignError(
+            f"the default test command of op {op!r} runs {info.test_file}, which this repository does not have",
+            '--test-command CMD names your focused tests; --test-command "" records that the campaign has none',
+        )
+    return pytest_command(info.test_file)
 
 
 def default_acceptance(repo_root: Path, test_command: str) -> str:
@@ -209,7 +225,14 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     quick_command = options.quick_command or f"python {builtin}{forward_only}"
     # The built-in harness (copied by prepare) may be given extra flags; anything else is the user's own.
     harness = builtin if quick_command.split()[:2] == ["python", builtin] else None
-    test_command = options.test_command or (pytest_command(info.test_file) if info else "")
+    if harness and info is not None and not (root / info.kernel_source).is_file():
+        raise CampaignError(
+            f"the built-in harness of op {options.op!r} measures {info.kernel_source}, which this repository"
+            " does not have (it imports the op from the project, as in gitcampaign's own kernels/)",
+            "run init in a project that has it, or drive your own harness: --quick-command 'python my_bench.py'"
+            " (docs/harness.md says what it must write)",
+        )
+    test_command = _test_command(root, options.test_command, options.op, info)
     probe = options.probe_command
     if probe is None:
         probe = (

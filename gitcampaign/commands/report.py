@@ -25,7 +25,7 @@ from gitcampaign.campaign import (
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import LineageRow, log_table, one_line, rows_of, termination
-from gitcampaign.manifest import Manifest
+from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -66,6 +66,7 @@ def report(
     progress: Progress | None = None,
 ) -> ReportResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name, clean_for="write the report") as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
@@ -91,7 +92,13 @@ def report(
         base_commit = str(baseline["measured_commit"])
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
-        job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, manifest.csv_header)
+        job = HarnessJob(
+            manifest.quick_command,
+            shapes,
+            manifest.harness_timeout_s,
+            manifest.csv_header,
+            manifest.header_hint(),
+        )
         diff = steps.final_diff(
             repo,
             campaign.name,
@@ -245,15 +252,6 @@ def why_rejected(row: LineageRow) -> str:
     deltas = row.key_deltas if row.key_deltas != row.reasons else ""
     head = " ".join(filter(None, [row.decision, row.reasons]))
     return f"{head}: {deltas}" if deltas else head or "see verdict"
-
-
-def builtin_harness(manifest: Manifest) -> bool:
-    """Whether the campaign measures with the tool's own harness (with its run-time checks), not a
-    project's own `--quick-command`, which performs only the checks it performs."""
-    return manifest.quick_command.split()[:2] == [
-        "python",
-        f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}",
-    ]
 
 
 def _audit_lines(accepted: list[LineageRow], docs: dict[int, list[VerdictDoc]], builtin: bool) -> list[str]:
@@ -415,7 +413,7 @@ def _markdown(
         "",
         "## Gates and real-training audit (each accepted round, as its verdict records it)",
         "",
-        *_audit_lines(accepted, docs, builtin_harness(manifest)),
+        *_audit_lines(accepted, docs, manifest.harness_file is not None),
         "",
         "## Next steps (from the data)",
         "",

@@ -25,7 +25,7 @@ from gitcampaign.decision import decide, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lint import lint_source
-from gitcampaign.manifest import Manifest
+from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -137,6 +137,7 @@ def validate(
     progress: Progress | None = None,
 ) -> ValidateResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
@@ -206,7 +207,11 @@ def validate(
         bench_raw: bytes | None = None
         if not reasons:
             job = HarnessJob(
-                manifest.quick_command, shapes, timeout_s or manifest.harness_timeout_s, manifest.csv_header
+                manifest.quick_command,
+                shapes,
+                timeout_s or manifest.harness_timeout_s,
+                manifest.csv_header,
+                manifest.header_hint(),
             )
             bench_raw = _measure(
                 campaign,

@@ -866,9 +866,8 @@ def trust(ctx: click.Context, name: str | None, as_json: bool) -> None:
     from gitcampaign.commands.trust import trust as run
 
     result = run(_repo(ctx), name or _campaign(ctx))
-    shown = [f"  {key}: {command}" for key, command in result.commands.items() if command]
     what = "approved" if result.newly else "already approved"
-    text = "\n".join([f"campaign {result.campaign}: {what} in this clone, these commands:", *shown])
+    text = "\n".join([f"campaign {result.campaign}: {what} in this clone, these commands:", *result.lines()])
     _emit(text, result.to_json(), as_json)
 
 

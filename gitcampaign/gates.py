@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from git import Repo
+
 from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
+from gitcampaign.lint import lint_source
+from gitcampaign.manifest import Manifest
+from gitcampaign.protected import protected_changes
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase
 
@@ -41,17 +48,52 @@ def reasons_of(doc: VerdictDoc) -> list[str]:
     return [str(reason) for reason in reasons] if isinstance(reasons, list) else []
 
 
-def overridable(number: int, docs: Sequence[VerdictDoc], override_overfit: bool = False) -> list[str]:
-    """The reasons an accept of round `number` overrides (its validation's), or CampaignError when
-    it may not: never validated (accepting it would skip every gate), or rejected by a gate."""
+def gate_findings(
+    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
+) -> dict[str, list[str]]:
+    """The integrity and static gates, from git alone: run by `validate` because hooks can be
+    skipped (--no-verify), and again by `accept` because notes can be written by hand."""
+    protected = protected_changes(repo, manifest, incumbent, commit, changed)
+    static, suppressed, info = [], [], []
+    for path in changed:
+        content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
+        if content is None:
+            continue
+        for finding in lint_source(content.decode(errors="replace"), path):
+            text = f"{finding.path}:{finding.line}: {finding.rule} {finding.message}"
+            if finding.blocking:
+                static.append(text)
+            elif finding.suppressed_reason is not None:
+                suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
+            else:
+                info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
+    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
+
+
+def overridable(
+    repo: Repo,
+    manifest: Manifest,
+    number: int,
+    commit: str,
+    docs: Sequence[VerdictDoc],
+    override_overfit: bool = False,
+) -> list[str]:
+    """The reasons an accept of round `number` (its one commit, on the accepted head) overrules, or
+    CampaignError when it may not: never validated (accepting it would skip every gate), rejected by
+    a gate in any of its validations, failing the integrity or static gate now (re-run from git: a
+    note cannot hide a changed harness), or a validation no measurement on the commit backs."""
     validated = measured(docs)
     if validated is None:
         raise CampaignError(
             f"round {number} has not been validated: accepting it would skip every gate",
             "run `git campaign validate` (the MCP validate tool); an override may then overrule its speed rules",
         )
-    reasons = reasons_of(validated)
-    failed = [reason for reason in reasons if reason in GATES]
+    recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in reasons_of(doc)]
+    incumbent = g.parent(repo, commit) or commit
+    found = gate_findings(repo, manifest, incumbent, commit, g.changed_paths(repo, incumbent, commit))
+    now = [C.REASON_HARNESS_CHANGED] if found["protected_changed"] else []
+    now += [C.REASON_STATIC_CHECK] if found["static"] else []
+    failed = list(dict.fromkeys(reason for reason in [*recorded, *now] if reason in GATES))
     if override_overfit:
         failed = [reason for reason in failed if reason != C.REASON_OVERFIT]
     if failed:
@@ -67,7 +109,19 @@ def overridable(number: int, docs: Sequence[VerdictDoc], override_overfit: bool 
         raise CampaignError(
             f"round {number} failed the {' and '.join(failed)} gate{plural}: no override accepts it", hint
         )
-    return reasons
+    note = validated.get("csv_note")
+    facts = verdict.commit_facts(repo, [commit]).get(commit)
+    if (
+        not isinstance(note, dict)
+        or facts is None
+        or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob")
+    ):
+        raise CampaignError(
+            f"round {number}'s validation names no measurement on {commit[:12]} (the CSV note it names is not"
+            " the commit's): an override overrules measured speed rules only",
+            "run `git campaign validate` on a new round with this change (`git campaign round --from ...`)",
+        )
+    return reasons_of(validated)
 
 
 def audit(docs: Sequence[VerdictDoc], builtin_harness: bool) -> str:

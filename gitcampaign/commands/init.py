@@ -11,7 +11,7 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import trust
-from gitcampaign.campaign import check_name, configure_notes
+from gitcampaign.campaign import Campaign, check_name, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, check_target, normalise_metric
 from gitcampaign.ops import OPS, OpInfo
@@ -291,9 +291,6 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         workspace=workspace,
         protected_paths={path: None for path in protected},
     )
-    # The campaign this clone makes runs its commands: the person who named them approved them
-    # (approved first, so that a kill before the commit leaves no campaign that refuses to run).
-    trust.approve(repo, name, trust.commands_of(asdict(manifest)))
     commit = g.commit_files(
         repo,
         C.main_branch(name),
@@ -305,6 +302,8 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         f"{len(shapes)} target shapes ({options.shapes})\n",
         create_from=head,
     )
+    # The campaign this clone made runs its commands: the person who named them approved them.
+    trust.approve(Campaign(repo, name))
     g.checkout(repo, C.main_branch(name))
     configure_notes(repo)
     return InitResult(name, commit, CampaignRef.main(name).branch)

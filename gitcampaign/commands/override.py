@@ -92,7 +92,7 @@ def accept(
     overrules the training probe's `overfit`, never another gate."""
     with locked(repo_path, campaign_name, clean_for="accept a round") as campaign:
         repo = campaign.repo
-        campaign.require_baseline()
+        manifest = campaign.require_baseline()
         entry = pick_round(campaign, number)
         head = campaign.accepted_head()
         if entry.status in (Status.ACCEPTED, Status.EMPTY, Status.PENDING):
@@ -102,8 +102,10 @@ def accept(
                 Status.PENDING: "finish it with `git campaign validate`",
             }
             raise CampaignError(f"round {entry.number} is {entry.status}", hints[entry.status])
-        overrides = gates.overridable(entry.number, entry.docs, override_overfit)
         assert entry.commit is not None
+        overrides = gates.overridable(
+            repo, manifest, entry.number, entry.commit, entry.docs, override_overfit
+        )
         commit = check_one_commit(campaign, entry.number, entry.commit, head)
         previous = entry.decision.decision if entry.decision else "none"
         document = _document(campaign, entry, Decision.ACCEPT, reason, head, overrides)

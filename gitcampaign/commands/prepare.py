@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, hook_install
+from gitcampaign import envinfo, hook_install, trust
 from gitcampaign import git as g
 from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
@@ -61,6 +61,7 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
                 "start a new campaign to use a newer harness",
             )
         if changed:
+            approved = trust.pending(campaign) is None
             g.checkout(repo, campaign.main_branch)
             g.commit_files(
                 repo,
@@ -69,6 +70,8 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
                 f"campaign {manifest.name}: prepare environment\n\nCopies the quick harness and the training probe.\n",
             )
             result.actions += [f"copied {path}" for path in sorted(changed)]
+            if approved:  # the files are this tool's own copies: an approved campaign stays approved
+                trust.approve(campaign)
         configure_notes(repo)
         result.actions.append(f"notes.displayRef and notes.rewriteRef set to {C.NOTES_GLOB}")
         if install_hooks:

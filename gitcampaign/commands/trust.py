@@ -14,14 +14,18 @@ from gitcampaign.campaign import opened
 @dataclass
 class TrustResult:
     campaign: str
-    commands: dict[str, str]  # the set approved: the accepted line's manifest as it stands now
+    commands: dict[str, str]  # the set approved: the accepted line's manifest as it stands now,
+    files: dict[str, str]  # and the files of the campaign's folder they run, by blob id
     newly: bool  # False where this clone had approved that very set already
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def lines(self) -> list[str]:
+        return rule.CommandSet(self.commands, self.files).lines()
+
 
 def trust(repo_path: Path, campaign_name: str | None) -> TrustResult:
     campaign = opened(repo_path, campaign_name)
-    commands = rule.commands_of(campaign.manifest_fields())
-    return TrustResult(campaign.name, commands, rule.approve(campaign.repo, campaign.name, commands))
+    approved = rule.command_set(campaign)
+    return TrustResult(campaign.name, approved.commands, approved.files, rule.approve(campaign, approved))

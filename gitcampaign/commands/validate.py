@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git import Repo
-
 from gitcampaign import constants as C
 from gitcampaign import envinfo, steps, trust, verdict
 from gitcampaign import executor as ex
@@ -23,8 +21,8 @@ from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
 from gitcampaign.decision import decide, paired_stats
 from gitcampaign.errors import CampaignError
+from gitcampaign.gates import gate_findings
 from gitcampaign.kept_sessions import KeptSessions
-from gitcampaign.lint import lint_source
 from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
     CANDIDATE,
@@ -40,7 +38,6 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
-from gitcampaign.protected import protected_changes
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
 from gitcampaign.verdict import VerdictDoc
@@ -102,27 +99,6 @@ def round_to_validate(campaign: Campaign) -> Round:
             'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
         )
     return unfinished[-1]
-
-
-def gate_findings(
-    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
-) -> dict[str, list[str]]:
-    """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
-    protected = protected_changes(repo, manifest, incumbent, commit, changed)
-    static, suppressed, info = [], [], []
-    for path in changed:
-        content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
-        if content is None:
-            continue
-        for finding in lint_source(content.decode(errors="replace"), path):
-            text = f"{finding.path}:{finding.line}: {finding.rule} {finding.message}"
-            if finding.blocking:
-                static.append(text)
-            elif finding.suppressed_reason is not None:
-                suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
-            else:
-                info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
-    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
 
 
 def validate(

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from gitcampaign import constants as C
-from gitcampaign import gates
+from gitcampaign import gates, verdict
+from gitcampaign import git as g
 from gitcampaign.cli import main
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
@@ -194,3 +195,52 @@ def test_validate_exit_code_tells_reject_from_accept(
     assert main(["-C", str(project), "next", "--run", "--exit-code"]) == 1
     commit_round(project, "faster again", 150)
     assert main(["-C", str(project), "next", "--run", "--exit-code"]) == 0
+
+
+def _forge(root: Path, commit: str, **fields: object) -> None:
+    """A hand-written VALIDATE document, consistent with git's records where they are checked."""
+    document = {
+        "campaign": NAME,
+        "round": 2,
+        "phase": "VALIDATE",
+        "decision": C.DECISION_REJECT,
+        "reasons": [C.REASON_NOT_FASTER],
+        "commit": commit,
+        "incumbent": git(root, "rev-parse", f"{commit}^").strip(),
+        "tree": git(root, "rev-parse", f"{commit}^{{tree}}").strip(),
+        **fields,
+    }
+    verdict.append(g.open_repo(root), commit, document)
+
+
+@pytest.mark.parametrize("how", ["appended", "rewritten"])
+def test_a_hand_written_note_cannot_talk_past_a_gate(project: Path, how: str) -> None:
+    """A verdict saying `not_faster` written after (or instead of) the harness_changed one: accept
+    re-runs the integrity and static gates from git, and reads every validation, not the last."""
+    open_round(project, None, "a friendlier harness")
+    _harness(project)
+    git(project, "commit", "-q", "-am", "Hypothesis: harness\nChange: harness")
+    commit = git(project, "rev-parse", "HEAD").strip()
+    assert validate(project, None).reasons == [C.REASON_HARNESS_CHANGED]
+    if how == "rewritten":
+        git(project, "notes", "--ref", C.NOTES_VERDICT, "remove", commit)
+    _forge(project, commit)
+    head = main_sha(project)
+    with pytest.raises(CampaignError, match="failed the harness_changed gate"):
+        accept(project, None, 2, "the note says it was only slow")
+    assert main_sha(project) == head
+
+
+def test_an_override_needs_a_measured_validation(project: Path) -> None:
+    """A hand-written `not_faster` on a round nobody measured (its tests fail): no CSV note backs it.
+    (A noted rejection is applied by the next validate, as an interrupted one's would be.)"""
+    open_round(project, None, "unmeasured")
+    set_kernel(project, 300, edge_cases_ok=False)
+    git(project, "commit", "-q", "--no-verify", "-am", "Hypothesis: unmeasured\nChange: c")
+    commit = git(project, "rev-parse", "HEAD").strip()
+    _forge(project, commit)
+    assert validate(project, None).resumed
+    with pytest.raises(CampaignError, match="names no measurement") as refused:
+        accept(project, None, 2, "looks fast")
+    assert "git campaign validate" in refused.value.hint
+    assert main_sha(project) != commit

@@ -12,11 +12,14 @@ import yaml
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
+from gitcampaign import trust as trust_rule
+from gitcampaign.campaign import Campaign
 from gitcampaign.cli import main
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.bundle import export, import_bundle
 from gitcampaign.commands.hooks import run_pre_commit
 from gitcampaign.commands.init import init
+from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.pull import pull
 from gitcampaign.commands.push import push
 from gitcampaign.commands.report import report
@@ -121,6 +124,39 @@ def test_a_changed_command_set_asks_again(tmp_path: Path, monkeypatch: pytest.Mo
         baseline(bob, None)
     assert "changed since this clone approved them: build_command" in refused.value.message
     assert not (tmp_path / "pwned").exists()
+
+
+def test_a_swapped_file_of_the_campaign_asks_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The approval covers the files of the campaign's folder the commands run, not only their
+    names: the same command running another harness file asks again."""
+    alice = make_project(tmp_path / "alice")
+    (alice / "kernels").mkdir()
+    (alice / "kernels" / "gemm.py").write_text("def gemm(a, b):\n    return a @ b.T\n")  # what it measures
+    git(alice, "add", ".")
+    git(alice, "commit", "-q", "-m", "a gemm")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(alice), str(origin)], check=True)
+    git(alice, "remote", "add", "origin", str(origin))
+    monkeypatch.chdir(alice)
+    harness = f"campaigns/{NAME}/{C.HARNESS_FILE}"
+    init(alice, options(op="gemm", quick_command=f"python {harness}", test_command=""))
+    prepare(alice, None, install_hooks=False)  # copies the tool's harness; alice's approval follows it
+    assert trust_rule.pending(Campaign(g.open_repo(alice), NAME)) is None
+    push(alice, None)
+    bob = tmp_path / "bob"
+    subprocess.run(["git", "clone", "-q", str(origin), str(bob)], check=True)
+    pull(bob, NAME)
+    prepare(bob, None, install_hooks=False)  # nothing to copy, and approves nothing
+    shown = trust_rule.pending(Campaign(g.open_repo(bob), NAME))
+    assert shown is not None and harness in shown.files
+    trust(bob, None)
+    (alice / harness).write_text("import os\nos.system('echo pwned')\n")
+    git(alice, "commit", "-q", "-am", "a friendlier harness")
+    push(alice, None)
+    pull(bob, NAME)
+    with pytest.raises(CampaignError, match=f"changed since this clone approved them: {harness}") as refused:
+        baseline(bob, None)
+    assert f"runs {harness} (blob " in refused.value.message
 
 
 def test_an_imported_campaign_says_it_needs_approval(

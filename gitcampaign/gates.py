@@ -37,6 +37,14 @@ GATES = (
 OVERFIT_FLAG = "--override-overfit"
 
 
+class GateRefusal(CampaignError):
+    """An accept no gate allows; `gates` names the gates it failed (none: it was never measured)."""
+
+    def __init__(self, message: str, hint: str, gates: list[str]) -> None:
+        super().__init__(message, hint)
+        self.gates = gates
+
+
 def measured(docs: Sequence[VerdictDoc]) -> VerdictDoc | None:
     """The round's last decision by `validate`: what its gates and measurement said, whatever an
     override noted after it."""
@@ -84,9 +92,10 @@ def overridable(
     note cannot hide a changed harness), or a validation no measurement on the commit backs."""
     validated = measured(docs)
     if validated is None:
-        raise CampaignError(
+        raise GateRefusal(
             f"round {number} has not been validated: accepting it would skip every gate",
             "run `git campaign validate` (the MCP validate tool); an override may then overrule its speed rules",
+            [],
         )
     recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in reasons_of(doc)]
     incumbent = g.parent(repo, commit) or commit
@@ -106,8 +115,10 @@ def overridable(
             if failed == [C.REASON_OVERFIT]
             else fix
         )
-        raise CampaignError(
-            f"round {number} failed the {' and '.join(failed)} gate{plural}: no override accepts it", hint
+        raise GateRefusal(
+            f"round {number} failed the {' and '.join(failed)} gate{plural}: no override accepts it",
+            hint,
+            failed,
         )
     note = validated.get("csv_note")
     facts = verdict.commit_facts(repo, [commit]).get(commit)
@@ -116,10 +127,11 @@ def overridable(
         or facts is None
         or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob")
     ):
-        raise CampaignError(
+        raise GateRefusal(
             f"round {number}'s validation names no measurement on {commit[:12]} (the CSV note it names is not"
             " the commit's): an override overrules measured speed rules only",
             "run `git campaign validate` on a new round with this change (`git campaign round --from ...`)",
+            [],
         )
     return reasons_of(validated)
 

@@ -19,6 +19,7 @@ from gitcampaign.commands.init import init
 from gitcampaign.commands.override import accept, rollback
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
+from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 
@@ -244,3 +245,24 @@ def test_an_override_needs_a_measured_validation(project: Path) -> None:
         accept(project, None, 2, "looks fast")
     assert "git campaign validate" in refused.value.hint
     assert main_sha(project) != commit
+
+
+def test_a_noted_accept_no_gate_allows_is_rejected_by_validate(project: Path) -> None:
+    """An override's accept written into the note by hand (or brought by a pull) would be "pending",
+    and validate applies what an interrupted run noted: it re-checks it as accept would, and notes
+    and applies a REJECT instead, so the campaign goes on."""
+    open_round(project, None, "a friendlier harness")
+    _harness(project)
+    git(project, "commit", "-q", "-am", "Hypothesis: harness\nChange: harness")
+    commit = git(project, "rev-parse", "HEAD").strip()
+    assert validate(project, None).reasons == [C.REASON_HARNESS_CHANGED]
+    head = main_sha(project)
+    incumbent = git(project, "rev-parse", f"{commit}^").strip()
+    accepted = {"phase": "OVERRIDE", "decision": C.DECISION_ACCEPT, "override": True, "incumbent": incumbent}
+    _forge(project, commit, reasons=[C.REASON_MANUAL], **accepted)
+    assert status(project, None).rounds["pending"] == 1
+    result = validate(project, None)
+    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+    assert "a noted accept of this commit was refused" in result.notes[0]
+    assert main_sha(project) == head and status(project, None).rounds["rejected"] == 1
+    assert verdicts(project, commit)[-1]["decision"] == C.DECISION_REJECT

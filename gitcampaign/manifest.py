@@ -186,7 +186,9 @@ def check_target(target: dict[str, Any], source: str, hint: str) -> None:
                 f"{source}: performance_target: {key} is {type(value).__name__}, expected a number", hint
             )
         if not 0 < value < float("inf"):
-            raise CampaignError(f"{source}: performance_target: {key} = {value!r} must be above 0", hint)
+            raise CampaignError(
+                f"{source}: performance_target: {key} = {value!r} must be a finite number above 0", hint
+            )
     if "efficiency" in target:
         if "peak" not in target:
             raise CampaignError(f"{source}: performance_target: efficiency needs peak (the hardware's)", hint)

@@ -20,6 +20,8 @@ from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missin
 # A hypothesis is a sentence or two; it is kept in git config, verdict notes and reports. Past this it
 # is a document (an agent's whole context), and the reasoning belongs in the commit message.
 MAX_HYPOTHESIS = 4000
+# Bidirectional overrides and isolates make a table or a terminal show text other than what it holds.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def check_hypothesis(hypothesis: str) -> None:
@@ -35,7 +37,7 @@ def check_hypothesis(hypothesis: str) -> None:
         kind = unicodedata.category(character)
         if kind == "Cs":  # what Python makes of a byte that is not UTF-8 (surrogateescape)
             raise CampaignError("the hypothesis holds a byte that is not UTF-8; no round was opened", hint)
-        if kind == "Cc" and character not in "\t\n":
+        if (kind == "Cc" and character not in "\t\n") or character in BIDI_CONTROLS:
             raise CampaignError(
                 f"the hypothesis holds a control character ({character!r}); no round was opened", hint
             )

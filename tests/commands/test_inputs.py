@@ -17,6 +17,7 @@ from gitcampaign.commands.round import MAX_HYPOTHESIS, open_round
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.steps import FinalDiff, Step, report_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -100,6 +101,15 @@ def test_a_default_test_command_names_a_file_that_exists(
     assert manifest_of(root)["test_command"] == ""
 
 
+def test_the_acceptance_output_cannot_close_its_own_fence() -> None:
+    suite = Step("acceptance", "pytest", False, 1, 1.0, "log", "FAILED\n```\n<script>alert(1)</script>\n````")
+    diff = FinalDiff("a" * 40, "b" * 40, [], [], [], [])
+    lines = report_section(suite, diff, NAME)
+    opened = lines.index("`````")  # longer than the output's longest run of backticks
+    closed = lines.index("`````", opened + 1)
+    assert lines[opened + 1 : closed] == suite.output.splitlines()
+
+
 def test_the_header_mismatch_hint_names_the_campaign_and_its_own_harness(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +131,8 @@ def test_the_header_mismatch_hint_names_the_campaign_and_its_own_harness(
         ("x" * (MAX_HYPOTHESIS + 1), f"longer than {MAX_HYPOTHESIS}"),
         ("tiles\x00and more", "control character"),
         ("tiles \x1b[31mred", "control character"),
+        ("tiles \u202egnp.", "control character"),  # a right-to-left override: shows other text
+        ("tiles \udcff", "not UTF-8"),  # a byte that is not UTF-8, as Python reads it from argv
     ],
 )
 def test_a_hypothesis_too_long_or_with_control_bytes_opens_nothing(

@@ -6,8 +6,9 @@ its judge alone, it has no cheat the lint sees, its gain transfers to a training
 rules judge whether it is worth taking. A person may overrule the speed rules (`accept`, recorded in
 the verdict); a gate's REJECT is final. The training probe is the one gate with an explicit escape
 (`accept --override-overfit`): it is a small model of a training step, and the person who knows the
-real step is larger may say so, on the record. `accept` (the CLI verb and the MCP tool) and the
-report read this module; nothing else keeps a list of gates.
+real step is larger may say so, on the record. `accept` (the CLI verb and the MCP tool),
+`validate` (its integrity and static gates, and an accept it finds noted) and the report read this
+module; nothing else keeps a list of gates.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def overridable(
     override_overfit: bool = False,
 ) -> list[str]:
     """The reasons an accept of round `number` (its one commit, on the accepted head) overrules, or
-    CampaignError when it may not: never validated (accepting it would skip every gate), rejected by
+    GateRefusal when it may not: never validated (accepting it would skip every gate), rejected by
     a gate in any of its validations, failing the integrity or static gate now (re-run from git: a
     note cannot hide a changed harness), or a validation no measurement on the commit backs."""
     validated = measured(docs)

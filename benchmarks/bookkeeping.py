@@ -27,7 +27,7 @@ from gitcampaign import verdict
 from gitcampaign.campaign import Campaign
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.lineage import lineage_rows
-from gitcampaign.manifest import NoiseFloor, parse_manifest
+from gitcampaign.manifest import NoiseFloor, parse_manifest, sha256_bytes
 
 NAME = "bench"
 SHAPES = "- {label: a, M: 64, N: 64, K: 64}\n- {label: b, M: 128, N: 64, K: 64}\n- {label: c, M: 256, N: 64, K: 64}\n"
@@ -61,6 +61,7 @@ def build(root: Path, rounds: int) -> None:
     campaign = Campaign(repo, NAME)
     manifest = campaign.manifest()
     manifest.csv_header, manifest.representative_shapes = C.GEMM_HEADER, ["a", "b", "c"]
+    manifest.csv_header_sha256 = sha256_bytes(C.GEMM_HEADER.encode())
     manifest.noise_floor = NoiseFloor(0.01, {"a": 0.01, "b": 0.01, "c": 0.01})
     parse_manifest(manifest.to_yaml(), "check")
     csv = (C.GEMM_HEADER + "\n" + "a,1,64,64,64,PASS,1,0,1,0,1,1,60,60,60\n").encode()

@@ -19,7 +19,7 @@ from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
+from gitcampaign.manifest import COMMAND_FIELDS, Manifest, frozen_changes, parse_manifest
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status, hypothesis_of
@@ -167,6 +167,14 @@ class Campaign:
         """One command of the manifest as the accepted line has it, read without the whole
         manifest's validation (the commit hooks run while a campaign is still being set up); a
         round cannot loosen its own gate by editing the manifest."""
+        value = self.manifest_fields().get(key) or ""
+        if not isinstance(value, str):
+            path = f"{C.campaign_dir(self.name)}/{C.MANIFEST_FILE}"
+            raise CampaignError(f"{path}: {key} must be a shell command string", f"set {key} in the manifest")
+        return value
+
+    def manifest_fields(self) -> dict[str, object]:
+        """The manifest's fields as the accepted line has them, without the whole validation."""
         main = self.main_branch
         path = f"{C.campaign_dir(self.name)}/{C.MANIFEST_FILE}"
         content = g.read_file_at(self.repo, main, path) if g.rev(self.repo, main) else None
@@ -185,10 +193,7 @@ class Campaign:
             raise CampaignError(
                 f"{path} on {main} is not a mapping", "repair the manifest on the campaign's main"
             )
-        value = fields.get(key) or ""
-        if not isinstance(value, str):
-            raise CampaignError(f"{path}: {key} must be a shell command string", f"set {key} in the manifest")
-        return value
+        return fields
 
     def baseline_commit(self) -> str | None:
         """The accepted-line commit this campaign's baseline recorded. Its own baseline verdict
@@ -207,11 +212,19 @@ class Campaign:
         base = self.baseline_commit()
         changed = frozen_changes(self.manifest(base), manifest) if base else []
         if base and changed:
+            commands = [name for name in changed if name in COMMAND_FIELDS]
             raise CampaignError(
                 f"{manifest.path}: {', '.join(changed)} changed by hand since the baseline ({base[:12]});"
-                " decisions compare against what the baseline froze",
-                f"restore them: `git checkout {base[:12]} -- {manifest.path}` and commit on {self.main_branch}"
-                " (or start a new campaign for a new target)",
+                " decisions compare against what the baseline froze"
+                + (
+                    " (the commands are frozen with the harness: every decision so far ran them)"
+                    if commands
+                    else ""
+                ),
+                f"restore them: `git checkout {base[:12]} -- {manifest.path}` and commit on {self.main_branch};"
+                " for another target or other commands, start a new campaign, a new baseline: land the accepted"
+                f" rounds on your branch (`git merge --ff-only {self.main_branch}`), then `git campaign init"
+                f" {self.name}-2 ...` there",
             )
         return manifest
 

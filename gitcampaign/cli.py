@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gitcampaign.commands.status import StatusResult
 
 EXIT_USER_ERROR = 1
+EXIT_REJECTED = 1  # `validate --exit-code` on a REJECT, as `git diff --exit-code` on a difference
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process stopped by `kill`
@@ -158,7 +159,9 @@ def cli(ctx: click.Context, repo: str, campaign: str | None) -> None:
     show_default=True,
     help="A preset (e.g. llama3.1-8b:mbs=1; several joined with commas) or a YAML shape file.",
 )
-@click.option("--test-command", default=None, help="Focused correctness test command.")
+@click.option(
+    "--test-command", default=None, help="Focused correctness test command ('' for none: no test gate)."
+)
 @click.option(
     "--quick-command",
     default=None,
@@ -241,6 +244,7 @@ def prepare(ctx: click.Context, no_hooks: bool, as_json: bool) -> None:
     _emit(text, result.to_json(), as_json)
 
 
+_EXIT_CODE_HELP = "Exit 1 when the round is rejected, 0 when accepted (as `git diff --exit-code`), for CI."
 _GPUS_HELP = "Split the shapes across these GPUs (nvidia-smi indices), one interleaved sequence each."
 _EXECUTOR_HELP = (
     "Where shards run: direct (here), local (submitit) or slurm (default: manifest executor.kind)."
@@ -504,6 +508,7 @@ def _validation_text(result: Any) -> str:
 @click.option(
     "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
 )
+@click.option("--exit-code", is_flag=True, help=_EXIT_CODE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def validate(
@@ -514,6 +519,7 @@ def validate(
     timeout_s: int | None,
     gpus: str | None,
     executor: str | None,
+    exit_code: bool,
     as_json: bool,
 ) -> None:
     """VALIDATE: gates, interleaved measurement, decision, notes, ref moves."""
@@ -532,28 +538,46 @@ def validate(
         progress=progress,
     )
     _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
+    if exit_code and result.decision not in C.ACCEPTED:
+        ctx.exit(EXIT_REJECTED)
 
 
-def _override_command(verb: str, summary: str) -> None:
-    """`accept` and `rollback` share their arguments and output; only the override differs."""
-
-    @cli.command(verb, context_settings=CONTEXT, help=summary)
-    @click.argument("number", required=False, type=int)
-    @click.option("-m", "--message", "reason", default="", help="Why you override.")
-    @click.option("--json", "as_json", is_flag=True)
-    @click.pass_context
-    def command(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
-        from gitcampaign.commands import override
-
-        result = getattr(override, verb)(_repo(ctx), _campaign(ctx), number, reason)
-        text = f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict)"
-        _emit(text, result.to_json(), as_json)
+def _override_text(result: Any) -> str:
+    overruled = f"; {', '.join(result.overrides)} overridden" if result.overrides else ""
+    return f"round {result.round}: {result.previous} -> {result.decision} (manual override, recorded in the verdict{overruled})"
 
 
-_override_command("accept", "Override: accept the last (or given) round by hand.")
-_override_command(
-    "rollback", "Override: reject the last (or given) round by hand; an accepted one is reverted on main."
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", required=False, type=int)
+@click.option("-m", "--message", "reason", default="", help="Why you override.")
+@click.option(
+    "--override-overfit",
+    is_flag=True,
+    help="Also overrule the training probe's overfit REJECT (recorded as such); no other gate is overridable.",
 )
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def accept(
+    ctx: click.Context, number: int | None, reason: str, override_overfit: bool, as_json: bool
+) -> None:
+    """Override: accept the last (or given) round over its speed rules (never over a gate)."""
+    from gitcampaign.commands.override import accept as run
+
+    result = run(_repo(ctx), _campaign(ctx), number, reason, override_overfit)
+    _emit(_override_text(result), result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("number", required=False, type=int)
+@click.option("-m", "--message", "reason", default="", help="Why you override.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def rollback(ctx: click.Context, number: int | None, reason: str, as_json: bool) -> None:
+    """Override: reject the last (or given) round by hand; an accepted one is reverted on main."""
+    from gitcampaign.commands.override import rollback as run
+
+    result = run(_repo(ctx), _campaign(ctx), number, reason)
+    _emit(_override_text(result), result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -805,11 +829,12 @@ def _next_text(outcome: Any) -> str:
     default=None,
     help="With --run: then open the next round with this hypothesis.",
 )
+@click.option("--exit-code", is_flag=True, help="With --run: where it validates, " + _EXIT_CODE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
+def next_(ctx: click.Context, perform: bool, hypothesis: str | None, exit_code: bool, as_json: bool) -> None:
     """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
-    from gitcampaign.loop import STEP_ROUND, NextRun, next_step, run_next
+    from gitcampaign.loop import STEP_ROUND, STEP_VALIDATE, NextRun, next_step, run_next
 
     if perform:
         outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
@@ -818,6 +843,9 @@ def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bo
     _emit(_next_text(outcome), outcome.to_json(), as_json)
     if not as_json and any(done.step == STEP_ROUND for done in outcome.performed):
         _echo_rejected_elsewhere(ctx)
+    validated = [done.result for done in outcome.performed if done.step == STEP_VALIDATE]
+    if exit_code and any(result.decision not in C.ACCEPTED for result in validated):
+        ctx.exit(EXIT_REJECTED)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -904,6 +932,20 @@ def _sync_text(result: Any, verb: str) -> str:
     return "\n".join(lines)
 
 
+def _arrived(ctx: click.Context, result: Any, verb: str, as_json: bool) -> None:
+    """What `pull` and `import` print: the refs moved, and whether this clone has approved the
+    commands the campaign brought (until it does, none of them runs)."""
+    from gitcampaign import trust
+    from gitcampaign.campaign import opened
+
+    campaign = opened(_repo(ctx), result.campaign)
+    commands = trust.pending(campaign)
+    text = _sync_text(result, verb)
+    if commands is not None:
+        text += f"\n{trust.refusal(campaign, commands)}\nhint: {trust.approve_hint(campaign.name)}"
+    _emit(text, {**result.to_json(), "commands_approved": commands is None}, as_json)
+
+
 @cli.command(context_settings=CONTEXT)
 @click.argument("remote", required=False)
 @click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
@@ -932,7 +974,7 @@ def pull(ctx: click.Context, remote: str | None, name: str | None, supersede: bo
     from gitcampaign.commands.pull import pull as run
 
     result = run(_repo(ctx), name or _campaign(ctx), remote, supersede)
-    _emit(_sync_text(result, "pull"), result.to_json(), as_json)
+    _arrived(ctx, result, "pull", as_json)
 
 
 @cli.command("export", context_settings=CONTEXT)
@@ -967,7 +1009,21 @@ def import_(ctx: click.Context, file: str, as_json: bool) -> None:
     from gitcampaign.commands.bundle import import_bundle as run
 
     result = run(_repo(ctx), Path(file))
-    _emit(_sync_text(result, "import"), result.to_json(), as_json)
+    _arrived(ctx, result, "import", as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--campaign", "-c", "name", default=None, help="Campaign name (also accepted before the verb).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def trust(ctx: click.Context, name: str | None, as_json: bool) -> None:
+    """Approve, in this clone, the commands of a campaign that came from elsewhere (pull, import)."""
+    from gitcampaign.commands.trust import trust as run
+
+    result = run(_repo(ctx), name or _campaign(ctx))
+    what = "approved" if result.newly else "already approved"
+    text = "\n".join([f"campaign {result.campaign}: {what} in this clone, these commands:", *result.lines()])
+    _emit(text, result.to_json(), as_json)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -379,4 +379,4 @@ def join_tables(tables: list[BenchTable], job: HarnessJob) -> BenchTable:
             lines[row.label] = line
     labels = [shape.label for shape in job.shapes]
     raw = first + b"".join(lines[label] for label in labels)
-    return parse_csv(raw, "the joined shard CSVs", labels, job.frozen_header)
+    return parse_csv(raw, "the joined shard CSVs", labels, job.frozen_header, job.header_hint)

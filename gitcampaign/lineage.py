@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,20 +111,38 @@ def rows_of(
     return baseline, rows
 
 
-def log_table(rows: list[LineageRow], metric: str, tablefmt: str = "simple") -> str:
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: object) -> str:
+    """Text from a round (a hypothesis, a note: anyone's commit message or note) as one line
+    without control characters: a newline cannot break a table, an escape sequence cannot drive the
+    terminal that shows it."""
+    return " ".join(_CONTROL.sub(" ", str(text)).split())
+
+
+def log_table(
+    rows: list[LineageRow], metric: str, tablefmt: str = "simple", cell: Callable[[str], str] = one_line
+) -> str:
+    """The lineage as a table; `cell` writes each text cell (the report's escapes Markdown)."""
+
     def fmt(value: float | None, spec: str) -> str:
         return "" if value is None or not math.isfinite(value) else format(value, spec)
+
+    def short(text: str) -> str:
+        text = one_line(text)
+        return (text[:48] + "...") if len(text) > 51 else text
 
     return tabulate(
         [
             [
                 row.round,
                 row.status,
-                row.decision,
-                (row.hypothesis[:48] + "...") if len(row.hypothesis) > 51 else row.hypothesis,
+                cell(row.decision),
+                cell(short(row.hypothesis)),
                 fmt(row.metric, ".4g"),
                 fmt(row.vs_baseline, ".3f") + ("x" if row.vs_baseline else ""),
-                row.key_deltas,
+                cell(row.key_deltas),
             ]
             for row in rows
         ],

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import profile
+from gitcampaign import profile, trust
 from gitcampaign.campaign import Campaign, opened
 from gitcampaign.commands.analyze import analyze
 from gitcampaign.commands.baseline import baseline
@@ -35,6 +35,7 @@ STEP_ROUND = "round"  # needs a hypothesis
 STEP_ANALYZE = "analyze"  # after rollbacks in a row: profile the incumbent before the next hypothesis
 STEP_REPORT = "report"
 STEP_DONE = "done"
+STEP_TRUST = "trust"  # a person approves the commands of a campaign that came from elsewhere
 # The handoff's rule on rollbacks in a row: after two, re-profile before the next hypothesis; after
 # four, read the compiled kernels' ISA as well.
 PROFILE_AFTER = 2
@@ -99,11 +100,12 @@ class NextRun:
 def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     campaign = opened(repo_path, campaign_name)
     manifest = campaign.manifest()
+    trusted = trust.pending(campaign) is None
     if manifest.csv_header is None:
-        return decide(campaign.name, False, [], False, [])
+        return decide(campaign.name, False, [], False, [], trusted=trusted)
     _, rows = lineage_rows(campaign)
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
-    return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign))
+    return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign), trusted)
 
 
 def decide(
@@ -113,8 +115,31 @@ def decide(
     reported: bool,
     reached: list[str],
     evidence: Evidence = Evidence(),
+    trusted: bool = True,
 ) -> NextStep:
-    """The next step from where the campaign stands (`status` words the same decision its own way)."""
+    """The next step from where the campaign stands (`status` words the same decision its own way);
+    a step that runs the campaign's commands waits for this clone's approval of them."""
+    step = _decide(name, has_baseline, rows, reported, reached, evidence)
+    if trusted or step.step not in (STEP_BASELINE, STEP_VALIDATE, STEP_REPORT, STEP_ANALYZE):
+        return step
+    return NextStep(
+        name,
+        STEP_TRUST,
+        f"git campaign trust --campaign {name}",
+        "this clone has not approved the campaign's commands (it came from elsewhere, or they changed):"
+        f" `{step.command}` would run them; it lists them, and runs nothing until they are approved",
+        False,
+    )
+
+
+def _decide(
+    name: str,
+    has_baseline: bool,
+    rows: list[LineageRow],
+    reported: bool,
+    reached: list[str],
+    evidence: Evidence = Evidence(),
+) -> NextStep:
     if not has_baseline:
         return NextStep(
             name,
@@ -175,6 +200,8 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
     """Perform the next step; with a hypothesis, then open the round it names."""
     performed = []
     step = next_step(repo_path, campaign_name)
+    if step.step == STEP_TRUST:
+        trust.require(opened(repo_path, campaign_name))
     if step.step == STEP_BASELINE:
         performed.append(Performed(STEP_PREPARE, prepare(repo_path, campaign_name)))
         performed.append(Performed(STEP_BASELINE, baseline(repo_path, campaign_name)))

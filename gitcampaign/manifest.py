@@ -72,6 +72,27 @@ class Manifest:
     def shapes(self) -> list[Shape]:
         return shapes_from_data(self.target_shapes, f"{self.path}: target_shapes")
 
+    @property
+    def harness_file(self) -> str | None:
+        """The tool's own harness, copied into the campaign, where `quick_command` runs it; None for a
+        project's own `--quick-command` harness."""
+        builtin = f"{C.campaign_dir(self.name)}/{C.HARNESS_FILE}"
+        return builtin if self.quick_command.split()[:2] == ["python", builtin] else None
+
+    def header_hint(self) -> str:
+        """How to get the CSV header the baseline froze back, for this campaign's harness."""
+        main = C.main_branch(self.name)
+        if self.harness_file:
+            return (
+                f"restore the harness (`git checkout {main} -- {self.harness_file}`); the schema never"
+                " changes within a campaign"
+            )
+        return (
+            f"the CSV comes from the campaign's own harness, `{self.quick_command}`: make it write the"
+            f" header the baseline froze again (its files as on {main}); the schema never changes within"
+            " a campaign"
+        )
+
     def representative(self) -> list[Shape]:
         by_label = {shape.label: shape for shape in self.shapes()}
         return [by_label[label] for label in self.representative_shapes]
@@ -128,18 +149,69 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "harness_timeout_s": (1, 7 * 24 * 3600),
     "min_gain": (0.0, 1.0),
 }
-# Fixed at BASELINE: every later decision is measured and compared against these.
+# The shell commands a campaign runs: frozen at BASELINE, and run only once this clone approved them
+# (gitcampaign/trust.py).
+COMMAND_FIELDS = (
+    "build_command",
+    "test_command",
+    "quick_command",
+    "probe_command",
+    "benchmark_command",
+    "acceptance_command",
+)
+# performance_target: what T1 (speedup, value) and T2 (efficiency of peak) compare against.
+TARGET_KEYS = ("speedup", "value", "efficiency", "peak")
+
+
+def check_pairs(pairs: int | None) -> None:
+    """Interleaved pairs asked for on the command line or by the MCP tool (None: the manifest's)."""
+    low, high = BOUNDS["pairs"]
+    if pairs is not None and (isinstance(pairs, bool) or not low <= pairs <= high):
+        raise CampaignError(
+            f"pairs = {pairs!r} is outside [{low:g}, {high:g}]",
+            f"pass --pairs from {low:g} to {high:g} (the MCP validate tool's pairs likewise), or leave it"
+            " out for the manifest's",
+        )
+
+
+def check_target(target: dict[str, Any], source: str, hint: str) -> None:
+    """Known keys, positive finite numbers, an efficiency (a fraction) with the peak it is of."""
+    unknown = sorted(str(key) for key in target if key not in TARGET_KEYS)
+    if unknown:
+        raise CampaignError(
+            f"{source}: performance_target: unknown key(s) {', '.join(unknown)} (known: {', '.join(TARGET_KEYS)})",
+            hint,
+        )
+    for key, value in target.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CampaignError(
+                f"{source}: performance_target: {key} is {type(value).__name__}, expected a number", hint
+            )
+        if not 0 < value < float("inf"):
+            raise CampaignError(
+                f"{source}: performance_target: {key} = {value!r} must be a finite number above 0", hint
+            )
+    # efficiency with peak: of the aggregate; alone: every shape of its own limit (the ceilings)
+    if target.get("efficiency", 0) > 1:
+        raise CampaignError(
+            f"{source}: performance_target: efficiency = {target['efficiency']!r} is outside (0, 1]", hint
+        )
+
+
+# Fixed at BASELINE: every later decision is measured and compared against these. The commands are
+# among them: a commit on the accepted line that sets `test_command: 'true'` would let the next
+# broken round through.
 FROZEN = (
     "name",
     "target_op",
     "primary_metric",
     "target_shapes",
-    "quick_command",
     "representative_shapes",
     "csv_header",
     "csv_header_sha256",
     "protected_paths",
     "noise_floor",
+    *COMMAND_FIELDS,
 )
 
 
@@ -186,6 +258,7 @@ def parse_manifest(text: bytes | str, source: str) -> Manifest:
         raise CampaignError(
             f"{source}: workspace paths are given exactly when execution_mode is workspace", hint
         )
+    check_target(data["performance_target"], source, hint)
     for name, (low, high) in BOUNDS.items():
         value = data.get(name)
         if value is not None and not low <= value <= high:

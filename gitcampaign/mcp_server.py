@@ -3,9 +3,10 @@
 Each tool calls the same command function as the CLI verb of that name, so every rule holds as it
 does there: validate re-runs every gate, nothing here writes a file of the work tree or the manifest
 (edits reach a round only through the agent's own `git commit`, which the gates then judge), and
-`accept` refuses what the CLI's hooks and gates exist to stop: accepting a round that failed a gate
-or was never measured. Results are JSON objects (structured content, and the same JSON as text for
-clients that read only text); a user error is a tool error carrying the CLI's message and hint.
+`accept` refuses, as the CLI's does, a round that failed a gate or was never measured
+(`gitcampaign.gates`); it has no `--override-overfit`, which is a person's decision. Results are
+JSON objects (structured content, and the same JSON as text for clients that read only text); a
+user error is a tool error carrying the CLI's message and hint.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import __version__
-from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.commands.override import pick_round
@@ -36,7 +36,6 @@ except ImportError:
     ) from None
 
 HEARTBEAT_S = 5.0  # progress while a measurement runs, so clients neither time out nor look hung
-GATE_REASONS = (C.REASON_CHECK_FAILED, C.REASON_STATIC_CHECK, C.REASON_HARNESS_CHANGED)
 
 INSTRUCTIONS = """Drives a git-native kernel-optimisation campaign: one hypothesis, one change, one
 measurement, one mechanical decision per round. Loop: status -> open_round(hypothesis) -> edit the
@@ -58,24 +57,6 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
-
-
-def check_accept_allowed(repo_path: Path, campaign_name: str | None, number: int | None) -> None:
-    """An override may overrule the speed rules, never a gate, and never a round nobody measured."""
-    repo = g.open_repo(repo_path)
-    entry = pick_round(Campaign(repo, resolve(repo, campaign_name)), number)
-    reasons = entry.decision.get("reasons") or [] if entry.decision else []
-    gates = [reason for reason in reasons if reason in GATE_REASONS]
-    if gates:
-        raise CampaignError(
-            f"round {entry.number} failed a gate ({', '.join(gates)}): no override accepts it",
-            "fix the cause in a new round (`open_round`, commit, `validate`)",
-        )
-    if entry.status == Status.OPEN:
-        raise CampaignError(
-            f"round {entry.number} has not been validated: accepting it would skip every gate",
-            "run the validate tool (`git campaign validate`)",
-        )
 
 
 def diff_round(repo_path: Path, campaign_name: str | None, number: int | None) -> dict[str, Any]:
@@ -210,8 +191,6 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
     def override(verb: str, number: int | None, reason: str) -> dict[str, Any]:
         from gitcampaign.commands import override as commands
 
-        if verb == "accept":
-            check_accept_allowed(here, name, number)
         return getattr(commands, verb)(here, name, number, reason).to_json()
 
     @server.tool()

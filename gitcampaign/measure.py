@@ -47,6 +47,7 @@ class HarnessJob:
     shapes: list[Shape]
     timeout_s: float
     frozen_header: str | None
+    header_hint: str = ""  # how to get the frozen header back: `Manifest.header_hint()`
 
 
 def run_quick(
@@ -100,7 +101,7 @@ def quick_table(
             f"the quick command exited {code} without writing {out_csv}; nothing was recorded\n{tail(run.log_path)}",
             "the harness must write --summary-csv; run it by hand to see why",
         )
-    return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header)
+    return parse_csv(out_csv.read_bytes(), str(out_csv), labels, job.frozen_header, job.header_hint)
 
 
 def triton_cache_env(worktree: Path) -> dict[str, str]:

@@ -62,9 +62,14 @@ class BenchTable:
 
 
 def parse_csv(
-    raw: bytes, source: str, expected_labels: list[str] | None = None, frozen_header: str | None = None
+    raw: bytes,
+    source: str,
+    expected_labels: list[str] | None = None,
+    frozen_header: str | None = None,
+    header_hint: str = "",
 ) -> BenchTable:
-    """Parse a harness CSV; with `frozen_header`, a header differing by one byte is the first error."""
+    """Parse a harness CSV; with `frozen_header`, a header differing by one byte is the first error
+    (`header_hint` says how this campaign gets it back)."""
     text = raw.decode("utf-8", errors="replace")
     lines = text.splitlines()
     if not lines:
@@ -73,7 +78,7 @@ def parse_csv(
         )
     header = lines[0]
     if frozen_header is not None:
-        require_header(header, frozen_header, source)
+        require_header(header, frozen_header, source, header_hint)
     columns = header.split(",")
     for required in ("label", "Check"):
         if required not in columns:
@@ -153,7 +158,7 @@ def require_metric(header: str, metric: str, source: str) -> None:
         )
 
 
-def require_header(header: str, frozen: str, source: str) -> None:
+def require_header(header: str, frozen: str, source: str, hint: str = "") -> None:
     if header != frozen:
         position = next(
             (i for i, (a, b) in enumerate(zip(header, frozen, strict=False)) if a != b),
@@ -162,8 +167,8 @@ def require_header(header: str, frozen: str, source: str) -> None:
         raise CampaignError(
             f"{source}: CSV header differs from the one frozen at BASELINE at byte {position}:\n"
             f"  frozen: {frozen}\n  got:    {header}",
-            "restore the harness (`git checkout campaign/NAME/main -- campaigns/NAME/quick_test_bench.py`);"
-            " the schema never changes within a campaign",
+            hint
+            or "restore the harness that wrote the baseline's CSV; the schema never changes within a campaign",
         )
 
 

@@ -553,12 +553,14 @@ def report_section(suite: Step | None, diff: FinalDiff, campaign: str) -> list[s
             f"- Acceptance suite `{suite.command}`: **passed** on the final head ({suite.seconds:.1f} s)."
         ]
     else:
+        # A fence longer than any backtick run in the output: no line of it can close the block.
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", suite.output)), default=0))
         outcome = [
             f"- Acceptance suite `{suite.command}`: **FAILED** on the final head "
             f"(exit {suite.exit_code}); recorded with `report --record-failures`. Last lines:",
             "",
-            "```",
+            fence,
             *suite.output.splitlines(),
-            "```",
+            fence,
         ]
     return ["", "## Acceptance", "", *outcome, f"- {diff.statement(campaign)}", ""]

@@ -45,7 +45,10 @@ class Transfer:
 
 def takes_shapes(manifest: Manifest) -> bool:
     """Whether the probe is the frozen harness's (it takes the shapes to run in a file)."""
-    return manifest.probe_command.startswith(f"python {C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}")
+    return manifest.probe_command.split()[:2] == [
+        "python",
+        f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}",
+    ]
 
 
 def run_probe(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gitcampaign.commands import trust
 from gitcampaign.commands.hooks import (
     run_commit_msg,
     run_hook,
@@ -44,6 +45,13 @@ def write_manifest(repo: Path, test_command: str) -> None:
     manifest.write_text(f"target_op: gemm\ntest_command: '{test_command.replace(chr(39), chr(39) * 2)}'\n")
 
 
+def commit_manifest(repo: Path, message: str) -> None:
+    """Commit the manifest's change on campaign/demo/main, and approve its commands in this clone
+    (as `git campaign trust` would: the hooks run no command this clone has not approved)."""
+    git(repo, "commit", "-q", "-am", message)
+    trust.trust(repo, "demo")
+
+
 @pytest.fixture
 def campaign_repo(tmp_path: Path) -> Path:
     """A repository with campaign `demo`: manifest and an op file on campaign/demo/main, and the
@@ -59,7 +67,7 @@ def campaign_repo(tmp_path: Path) -> Path:
     (repo / "verdict.txt").write_text("ok\n")
     (repo / "op.py").write_text("def op(a, b):\n    return a @ b.t()\n")
     git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "campaign demo: init")
+    commit_manifest(repo, "campaign demo: init")
     git(repo, "checkout", "-q", "-b", "campaign/demo/round-2")
     git(repo, "config", "branch.campaign/demo/round-2.description", HYPOTHESIS)
     return repo
@@ -120,7 +128,7 @@ def test_pre_commit_builds_before_the_tests(campaign_repo: Path) -> None:
     git(campaign_repo, "checkout", "-q", "campaign/demo/main")
     manifest = campaign_repo / "campaigns" / "demo" / "manifest.yaml"
     manifest.write_text(manifest.read_text() + "build_command: echo ok > verdict.txt\n")
-    git(campaign_repo, "commit", "-q", "-am", "campaign demo: a build command")
+    commit_manifest(campaign_repo, "campaign demo: a build command")
     git(campaign_repo, "checkout", "-q", "campaign/demo/round-2")
     (campaign_repo / "verdict.txt").write_text("broken\n")  # what only the build repairs
     code, text = run_pre_commit(campaign_repo)
@@ -142,7 +150,7 @@ def test_test_command_does_not_inherit_the_hook_index(
     git(campaign_repo, "checkout", "-q", "campaign/demo/main")
     probe = f"{sys.executable} -c \"import os, sys; sys.exit('GIT_INDEX_FILE' in os.environ)\""
     write_manifest(campaign_repo, probe)
-    git(campaign_repo, "commit", "-q", "-am", "probe env")
+    commit_manifest(campaign_repo, "probe env")
     git(campaign_repo, "checkout", "-q", "-B", "campaign/demo/round-2")
     monkeypatch.setenv("GIT_INDEX_FILE", str(campaign_repo / ".git" / "index"))
     assert run_pre_commit(campaign_repo)[0] == 0

@@ -134,3 +134,29 @@ def test_initialize_handshake_of_current_agent_tools(project: Path) -> None:
             assert state["campaign"] == NAME and state["next"].startswith("git campaign round")
 
     anyio.run(session)
+
+
+def test_bad_arguments_are_tool_errors_that_change_nothing(project: Path) -> None:
+    """A huge or control-laden hypothesis opens no round (no empty branch left behind); `pairs`
+    outside the manifest's bound is refused before anything is measured; neither crashes the tool."""
+
+    def branches() -> str:
+        return git(project, "for-each-ref", "--format=%(refname)", "refs/heads/campaign")
+
+    async def session() -> None:
+        async with Client(server(project), read_timeout_seconds=120) as client:
+            before = branches()
+            for hypothesis in ("x" * 200_000, "tiles\x00", "tiles\x1b[2J"):
+                refused = await client.call_tool("open_round", {"hypothesis": hypothesis})
+                assert refused.is_error and "no round was opened" in data(refused)["error"], refused
+                assert data(refused)["hint"] and branches() == before
+            assert not (await client.call_tool("open_round", {"hypothesis": "bigger tiles"})).is_error
+            set_kernel(project, 110)
+            git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 110")
+            for pairs in (-5, 0, 10**9):
+                refused = await client.call_tool("validate", {"pairs": pairs})
+                assert refused.is_error and "is outside [1, 50]" in data(refused)["error"], refused
+            assert "round-2" in branches()
+            assert git(project, "notes", "--ref", C.NOTES_BENCH, "list").count("\n") == 1  # the baseline's
+
+    anyio.run(session)

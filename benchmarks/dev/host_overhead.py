@@ -1,6 +1,6 @@
 """Host time of the fp8 op's launches, on a machine without a GPU (Triton 3.6's internals stubbed).
 
-    python benchmarks/dev/host_overhead.py
+    python benchmarks/dev/host_overhead.py [--calls N]
 
 Two depths, each in a process of its own:
 - `ours`: every Triton launch replaced by a no-op at `kernel[grid]`, so what is left of a forward +
@@ -14,6 +14,7 @@ measures the whole on a GPU. CPU tensors of small shapes keep allocation out of 
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 M, N, K = 256, 384, 256
 
 
-def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
+def per_call_us(fn: Callable[[], object], calls: int) -> float:
     for _ in range(20):
         fn()
     began = time.perf_counter()
@@ -34,7 +35,7 @@ def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
     return (time.perf_counter() - began) / calls * 1e6
 
 
-def ours() -> None:
+def ours(calls: int) -> None:
     import torch
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
@@ -47,10 +48,10 @@ def ours() -> None:
     grad = torch.randn(M, N, dtype=torch.bfloat16)
     for granularity in gemm_fp8.GRANULARITIES:
         step = lambda g=granularity: torch.autograd.grad(gemm_fp8.gemm_fp8(a, b, g), (a, b), grad)  # noqa: E731
-        print(f"ours: {granularity:<10} {per_call_us(step, 200):7.1f} us a forward + backward step")
+        print(f"ours: {granularity:<10} {per_call_us(step, calls // 10):7.1f} us a forward + backward step")
 
 
-def triton_path() -> None:
+def triton_path(calls: int) -> None:
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.runtime.autotuner import Autotuner
@@ -100,18 +101,32 @@ def triton_path() -> None:
         "fp8 transpose (1 launch)": lambda: gemm_fp8._transposed(q, one),
     }
     for name, case in cases.items():
-        print(f"triton: {name:<38} {per_call_us(case):7.1f} us")
+        print(f"triton: {name:<38} {per_call_us(case, calls):7.1f} us")
 
 
 def main() -> None:
-    if len(sys.argv) > 1:
-        {"ours": ours, "triton": triton_path}[sys.argv[1]]()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "depth",
+        nargs="?",
+        choices=("ours", "triton"),
+        help="one depth, in this process (default: both, each in its own)",
+    )
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=2000,
+        help="launches timed per figure (a tenth as many steps; few for a smoke run)",
+    )
+    args = parser.parse_args()
+    if args.depth:
+        {"ours": ours, "triton": triton_path}[args.depth](args.calls)
         return
     # Without TRITON_INTERPRET: the compiled kernels' launch path, not the interpreter's.
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
     for depth in ("ours", "triton"):
-        subprocess.run([sys.executable, __file__, depth], env=env, check=True)
+        subprocess.run([sys.executable, __file__, depth, "--calls", str(args.calls)], env=env, check=True)
 
 
 if __name__ == "__main__":

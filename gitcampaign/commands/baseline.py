@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, verdict
+from gitcampaign import envinfo, steps, trust, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, locked
 from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest, NoiseFloor, sha256_bytes
+from gitcampaign.manifest import Manifest, NoiseFloor, check_pairs, sha256_bytes
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -94,6 +94,7 @@ def baseline(
     progress: Progress | None = None,
 ) -> BaselineResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name, clean_for="run the baseline") as campaign:
         repo = campaign.repo
         manifest = campaign.manifest()
@@ -102,6 +103,7 @@ def baseline(
                 f"campaign {campaign.name} already has its baseline",
                 "start rounds with `git campaign round -m ...`",
             )
+        trust.require(campaign)
         plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         g.checkout(repo, campaign.main_branch)
         head = campaign.accepted_head()
@@ -126,6 +128,7 @@ def baseline(
                 [by_label[label] for label in representative],
                 manifest.harness_timeout_s,
                 full.header,
+                manifest.header_hint(),
             )
             aa_count = pairs or manifest.pairs
             with progress.phase("A/A noise floor", runs=2 * aa_count):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, measure, peaks, roofline, verdict
+from gitcampaign import envinfo, measure, peaks, roofline, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.calibration import (
     RATIO_LIMIT,
@@ -79,6 +79,7 @@ def calibrate(
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.manifest()
+        trust.require(campaign)
         harness = f"{C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"
         if not manifest.quick_command.startswith(f"python {harness}"):
             raise CampaignError(

@@ -20,6 +20,7 @@ from pathlib import Path
 from git import Repo
 
 from gitcampaign import git as g
+from gitcampaign import trust
 from gitcampaign.campaign import Campaign, check_next_commit
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
@@ -104,6 +105,11 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
     test_command = campaign.manifest_command("test_command")
     if not test_command:
         return 0, "\n".join([*report, f"campaign {current.campaign}: no test_command; tests not run"])
+    commands = trust.pending(campaign)
+    if commands is not None:  # a campaign pulled or imported runs nothing before this clone approves it
+        return 1, "\n".join(
+            [*report, trust.refusal(campaign, commands), f"hint: {trust.approve_hint(campaign.name)}"]
+        )
     # A compiled project's tests need its build: in place here, as validate builds each worktree.
     build_command = campaign.manifest_command("build_command")
     if build_command:

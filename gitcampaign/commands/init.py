@@ -10,11 +10,12 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign.campaign import check_name, configure_notes
+from gitcampaign import trust
+from gitcampaign.campaign import Campaign, check_name, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.harness.contract import SpecInfo, UsageError, metrics_of, spec_info, spec_literals
 from gitcampaign.harness.ops import op_names, spec_of
-from gitcampaign.manifest import Manifest, normalise_metric
+from gitcampaign.manifest import Manifest, check_target, normalise_metric
 from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import dump_shapes, is_shape_file, load_shapes
 from gitcampaign.verdict import now
@@ -72,6 +73,9 @@ def _parse_target(items: tuple[str, ...]) -> dict[str, float]:
             raise CampaignError(
                 f"--target {item!r}: {value!r} is not a number", "write e.g. speedup=1.2"
             ) from exc
+    check_target(
+        target, "--target", "use speedup=1.2, value=800, or efficiency=0.9 (with peak=989 for an aggregate)"
+    )
     return target
 
 
@@ -174,6 +178,21 @@ def pytest_command(target: str = "") -> str:
     return f"python -m pytest -q{parallel}" + (f" {target}" if target else "")
 
 
+def _test_command(root: Path, given: str | None, op: str, info: SpecInfo | None) -> str:
+    """The focused test command: as given ('' for none), else the op's own tests (its spec's TESTS),
+    which must exist (a default naming a missing file would fail the baseline as "no tests ran")."""
+    if given is not None:
+        return given
+    if info is None or not info.tests:
+        return ""
+    if not (root / info.tests).exists():
+        raise CampaignError(
+            f"the default test command of op {op!r} runs {info.tests}, which this repository does not have",
+            '--test-command CMD names your focused tests; --test-command "" records that the campaign has none',
+        )
+    return pytest_command(info.tests)
+
+
 def default_acceptance(repo_root: Path, test_command: str) -> str:
     """The project's full test suite: pytest when the project configures it or keeps test_*.py files
     under tests/ or test/; otherwise the focused test command, the only suite known."""
@@ -255,9 +274,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     # The built-in harness (copied by prepare) may be given extra flags; anything else is the user's own.
     harness = builtin if quick_command.split()[:2] == ["python", builtin] else None
     shapes = load_shapes(options.shapes, info if harness else None)
-    test_command = options.test_command
-    if test_command is None:
-        test_command = pytest_command(info.tests) if info and info.tests else ""
+    test_command = _test_command(root, options.test_command, op.name, info)
     probe = options.probe_command
     if probe is None:
         probe = f"python {builtin} --train-probe" if info is not None and (harness or op.spec_path) else ""
@@ -328,6 +345,8 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         f"{len(shapes)} target shapes ({options.shapes})\n",
         create_from=head,
     )
+    # The campaign this clone made runs its commands: the person who named them approved them.
+    trust.approve(Campaign(repo, name))
     g.checkout(repo, C.main_branch(name))
     configure_notes(repo)
     return InitResult(name, commit, CampaignRef.main(name).branch)

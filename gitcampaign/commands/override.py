@@ -1,18 +1,19 @@
 """`accept` / `rollback`: a person overrides the mechanical decision, recorded as such in the verdict.
 
-The accepted line is never rewritten: rolling back an accepted round adds a commit that restores
+An accept overrules the speed rules only: a round that a gate rejected, or that nobody validated, is
+refused (`gitcampaign.gates`), whoever asks (the CLI, the MCP tool). The accepted line is never rewritten: rolling back an accepted round adds a commit that restores
 the tree before it, and pins the round as rejected.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
+from gitcampaign import gates, verdict
 from gitcampaign import git as g
-from gitcampaign import verdict
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.verdict import VerdictDoc
@@ -27,6 +28,7 @@ class OverrideResult:
     decision: str
     previous: str
     commit: str | None
+    overrides: list[str] = field(default_factory=list)  # the REJECT reasons an accept overruled
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +51,15 @@ def pick_round(campaign: Campaign, number: int | None) -> Round:
     )
 
 
-def _document(campaign: Campaign, entry: Round, decision: str, reason: str, incumbent: str) -> VerdictDoc:
+def _document(
+    campaign: Campaign,
+    entry: Round,
+    decision: str,
+    reason: str,
+    incumbent: str,
+    overrides: list[str] | None = None,
+) -> VerdictDoc:
+    """The override's verdict document; an accept names the reasons of the REJECT it overrules."""
     previous = entry.decision
     return VerdictDoc.of(
         {
@@ -61,6 +71,7 @@ def _document(campaign: Campaign, entry: Round, decision: str, reason: str, incu
             "override": True,
             "previous_decision": previous.decision if previous else None,
             "reasons": [C.REASON_MANUAL],
+            **({"overrides": overrides} if overrides is not None else {}),
             "notes": [reason] if reason else [],
             "commit": entry.commit,
             "incumbent": incumbent,
@@ -70,10 +81,18 @@ def _document(campaign: Campaign, entry: Round, decision: str, reason: str, incu
     )
 
 
-def accept(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
+def accept(
+    repo_path: Path,
+    campaign_name: str | None,
+    number: int | None,
+    reason: str,
+    override_overfit: bool = False,
+) -> OverrideResult:
+    """Accept round `number` (default: the latest) over its speed rules; `override_overfit` also
+    overrules the training probe's `overfit`, never another gate."""
     with locked(repo_path, campaign_name, clean_for="accept a round") as campaign:
         repo = campaign.repo
-        campaign.require_baseline()
+        manifest = campaign.require_baseline()
         entry = pick_round(campaign, number)
         head = campaign.accepted_head()
         if entry.status in (Status.ACCEPTED, Status.EMPTY, Status.PENDING):
@@ -84,13 +103,17 @@ def accept(repo_path: Path, campaign_name: str | None, number: int | None, reaso
             }
             raise CampaignError(f"round {entry.number} is {entry.status}", hints[entry.status])
         assert entry.commit is not None
+        overrides = gates.overridable(
+            repo, manifest, entry.number, entry.commit, entry.docs, override_overfit
+        )
         commit = check_one_commit(campaign, entry.number, entry.commit, head)
         previous = entry.decision.decision if entry.decision else "none"
+        document = _document(campaign, entry, Decision.ACCEPT, reason, head, overrides)
         with g.repo_lock(repo):  # noted, then applied; a kill in between is finished by `validate`
-            verdict.append(repo, commit, _document(campaign, entry, Decision.ACCEPT, reason, head))
+            verdict.append(repo, commit, document)
             g.fault_point("override:noted")
             apply_decision(campaign, entry.number, commit, head, Decision.ACCEPT)
-        return OverrideResult(entry.number, Decision.ACCEPT, str(previous), commit)
+        return OverrideResult(entry.number, Decision.ACCEPT, str(previous), commit, overrides)
 
 
 def rollback(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, hook_install
+from gitcampaign import envinfo, hook_install, trust
 from gitcampaign import git as g
 from gitcampaign.campaign import configure_notes, locked
 from gitcampaign.errors import CampaignError
@@ -31,7 +31,10 @@ def frozen_files(repo: Any, head: str, manifest: Manifest) -> dict[str, bytes]:
     where the manifest's commands run them."""
     folder = C.campaign_dir(manifest.name)
     harness = f"{folder}/{C.HARNESS_FILE}"
-    if not any(command.startswith(f"python {harness}") for command in (manifest.quick_command, manifest.probe_command)):
+    if not any(
+        command.startswith(f"python {harness}")
+        for command in (manifest.quick_command, manifest.probe_command)
+    ):
         return {}
     if manifest.op_spec:
         spec = g.read_file_at(repo, head, manifest.op_spec)
@@ -48,7 +51,10 @@ def frozen_files(repo: Any, head: str, manifest: Manifest) -> dict[str, bytes]:
                 "start the campaign again with --op-spec, or install the gitcampaign that made it",
             )
         spec = found[0].read_bytes()
-    return {harness: frozen_harness(manifest.target_op, manifest.target_backend), f"{folder}/{C.OP_SPEC_FILE}": spec}
+    return {
+        harness: frozen_harness(manifest.target_op, manifest.target_backend),
+        f"{folder}/{C.OP_SPEC_FILE}": spec,
+    }
 
 
 def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = True) -> PrepareResult:
@@ -63,6 +69,7 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
         files = frozen_files(repo, head, manifest) if manifest.csv_header is None else {}
         changed = {path: body for path, body in files.items() if g.read_file_at(repo, head, path) != body}
         if changed:
+            approved = trust.pending(campaign) is None
             g.checkout(repo, campaign.main_branch)
             g.commit_files(
                 repo,
@@ -71,6 +78,8 @@ def prepare(repo_path: Path, campaign_name: str | None, install_hooks: bool = Tr
                 f"campaign {manifest.name}: prepare environment\n\nFreezes the quick harness (and training probe) and the op spec it measures.\n",
             )
             result.actions += [f"copied {path}" for path in sorted(changed)]
+            if approved:  # the files are this tool's own copies: an approved campaign stays approved
+                trust.approve(campaign)
         configure_notes(repo)
         result.actions.append(f"notes.displayRef and notes.rewriteRef set to {C.NOTES_GLOB}")
         if install_hooks:

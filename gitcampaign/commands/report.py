@@ -7,6 +7,7 @@ GitHub shows no notes, so the report carries the whole lineage, rejected rounds 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, plot, roofline, steps, verdict
+from gitcampaign import envinfo, gates, plot, roofline, steps, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
@@ -23,8 +24,8 @@ from gitcampaign.campaign import (
 )
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
-from gitcampaign.lineage import LineageRow, lineage_rows, log_table, shape_limits, termination
-from gitcampaign.manifest import Manifest
+from gitcampaign.lineage import LineageRow, log_table, one_line, rows_of, shape_limits, termination
+from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -36,6 +37,7 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
+from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status
 
 
@@ -64,10 +66,13 @@ def report(
     progress: Progress | None = None,
 ) -> ReportResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name, clean_for="write the report") as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
-        baseline, rows = lineage_rows(campaign)
+        trust.require(campaign)
+        baseline_docs, rounds = campaign.lineage()
+        baseline, rows = rows_of(baseline_docs, rounds)
         unfinished = [row for row in rows if row.status in (Status.OPEN, Status.PENDING)]
         if unfinished:
             raise CampaignError(
@@ -87,7 +92,13 @@ def report(
         base_commit = str(baseline["measured_commit"])
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
-        job = HarnessJob(manifest.quick_command, shapes, manifest.harness_timeout_s, manifest.csv_header)
+        job = HarnessJob(
+            manifest.quick_command,
+            shapes,
+            manifest.harness_timeout_s,
+            manifest.csv_header,
+            manifest.header_hint(),
+        )
         diff = steps.final_diff(
             repo,
             campaign.name,
@@ -150,6 +161,7 @@ def report(
             campaign,
             manifest,
             rows,
+            {entry.number: entry.docs for entry in rounds},
             per_shape,
             stats,
             reached,
@@ -219,19 +231,25 @@ def _fmt(value: object, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
 
 
-def harness_checks(manifest: Manifest) -> str:
-    """The run-time checks the campaign's harness performed, and only those: gitcampaign's frozen
-    harness makes them; a project's own harness makes whatever it makes, which the tool cannot see."""
-    if manifest.quick_command.startswith(f"python {C.campaign_dir(manifest.name)}/{C.HARNESS_FILE}"):
-        return (
-            "gitcampaign's harness checks on every representative shape (fresh inputs per call, poisoned outputs, "
-            "input-mutation, determinism and identity-flip checks, spot checks of timed calls, the seal over timers "
-            "and the harness, the datasheet peak)"
-        )
-    return (
-        f"the project's own harness (`{manifest.quick_command}`); none of gitcampaign's run-time checks "
-        "(it judges only the Check column that harness writes)"
-    )
+# What starts Markdown syntax inside a line: a backslash, code, emphasis (an underscore only at a
+# word's edge: `shape_regression` stays readable), links and images, table cells, strikethrough.
+# `&`, `<` and `>` become entities first, so no HTML and no autolink gets through.
+_MARKDOWN_SYNTAX = re.compile(r"[\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def markdown_text(text: object) -> str:
+    """Text that came with a round (a hypothesis, a reason, a note) as one line of Markdown that
+    renders as that very text: no HTML, no link, no emphasis, no table cell break, no new line."""
+    entities = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SYNTAX.sub(lambda found: "\\" + found.group(0), entities)
+
+
+def markdown_code(text: str) -> str:
+    """`text` as an inline code span, whatever backticks it holds (CommonMark: a longer fence)."""
+    line = one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall("`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
 
 
 def why_rejected(row: LineageRow) -> str:
@@ -242,10 +260,51 @@ def why_rejected(row: LineageRow) -> str:
     return f"{head}: {deltas}" if deltas else head or "see verdict"
 
 
+def _audit_lines(accepted: list[LineageRow], docs: dict[int, list[VerdictDoc]], builtin: bool) -> list[str]:
+    """One line per accepted round, from what its verdict recorded; the sentence that every
+    accepted round passed every gate only where each record says so."""
+    if not accepted:
+        return ["- no accepted rounds"]
+    lines = [
+        f"- round {r.round}: {markdown_text(gates.audit(docs.get(r.round, []), builtin))}" for r in accepted
+    ]
+    clean = all(_passed_every_gate(docs.get(r.round, [])) for r in accepted)
+    if clean:
+        checks = (
+            "gitcampaign's harness checks on every representative shape (fresh inputs per call, poisoned"
+            " outputs, input-mutation, determinism and identity-flip checks, spot checks of timed calls, the"
+            " seal over timers and the harness, the datasheet peak)"
+            if builtin
+            else "the project's own harness (only the checks it performs; none of gitcampaign's run-time checks)"
+        )
+        lines.append(
+            "- Every accepted round passed every gate by its own validation, none by override: the build and"
+            f" tests where configured, the static anti-cheat lint, the protected-file gate and {checks}."
+        )
+    return lines
+
+
+def _passed_every_gate(docs: list[VerdictDoc]) -> bool:
+    validated = gates.measured(docs)
+    standing = verdict.standing(docs)
+    if validated is None or standing is None or standing.phase != Phase.VALIDATE:
+        return False
+    found = validated.get("gates") or {}
+    shapes = validated.get("shapes") or {}
+    return (
+        validated.decision in C.ACCEPTED
+        and not found.get("static")
+        and not found.get("protected_changed")
+        and bool(shapes)
+        and all(isinstance(v, dict) and v.get("check") == C.CHECK_PASS for v in shapes.values())
+    )
+
+
 def _markdown(
     campaign: Campaign,
     manifest: Manifest,
     rows: list[LineageRow],
+    docs: dict[int, list[VerdictDoc]],
     per_shape: dict[str, dict[str, Any]],
     stats: PairedStats | None,
     reached: list[str],
@@ -260,6 +319,12 @@ def _markdown(
     rounds = [row for row in rows if row.round >= 2]
     accepted = [row for row in rounds if row.status == Status.ACCEPTED]
     rejected = [row for row in rounds if row.status == Status.REJECTED]
+    overridden = {
+        row.round
+        for row in accepted
+        if (standing := verdict.standing(docs.get(row.round, []))) is not None
+        and standing.phase == Phase.OVERRIDE
+    }
     metric = manifest.primary_metric
     shape_rows = [
         [
@@ -297,14 +362,19 @@ def _markdown(
         if accepted
         else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
     )
+    shown_environment = ", ".join(
+        f"{k} {v}"
+        for k, v in environment.items()
+        if k in ("gpu", "driver", "cuda", "torch", "triton", "python")
+    )
     lines = [
         f"# Campaign `{campaign.name}`: report",
         "",
-        f"- Op: `{manifest.target_op}` ({manifest.target_backend}); primary metric: **{metric}**",
+        f"- Op: {markdown_code(manifest.target_op)} ({markdown_text(manifest.target_backend)}); primary metric: **{metric}**",
         f"- Baseline commit `{base_commit[:12]}`, final accepted head `{head[:12]}` on `{campaign.main_branch}`",
-        f"- Environment: {', '.join(f'{k} {v}' for k, v in environment.items() if k in ('gpu', 'driver', 'cuda', 'torch', 'triton', 'python'))}",
+        f"- Environment: {markdown_text(shown_environment)}",
         f"- Date: {verdict.now()}; command: `{command}` (final full validation, "
-        f"{pairs} interleaved pairs of `{manifest.quick_command}`)",
+        f"{pairs} interleaved pairs of {markdown_code(manifest.quick_command)})",
         f"- Termination: {'; '.join(reached)}",
         "",
         "## Baseline vs final (full validation, same run, interleaved)",
@@ -331,14 +401,16 @@ def _markdown(
         "",
         "## Iterations",
         "",
-        f"{len(rounds)} round{'' if len(rounds) == 1 else 's'}: {len(accepted)} accepted, "
-        f"{len(rejected)} rolled back.",
+        f"{len(rounds)} round{'' if len(rounds) == 1 else 's'}: {len(accepted)} accepted"
+        f"{f' ({len(overridden)} by manual override)' if overridden else ''}, {len(rejected)} rejected.",
         "",
         "### Directions that worked",
         "",
         *(
             [
-                f"- round {r.round}: {r.hypothesis} ({_fmt(r.vs_baseline, '.3f')}x cumulative; transfer: {r.transfer or 'not probed'})"
+                f"- round {r.round}: {markdown_text(r.hypothesis)} ({_fmt(r.vs_baseline, '.3f')}x cumulative;"
+                f" transfer: {markdown_text(r.transfer or 'not probed')}"
+                f"{'; accepted by manual override' if r.round in overridden else ''})"
                 for r in accepted
             ]
             or ["- none"]
@@ -346,19 +418,21 @@ def _markdown(
         "",
         "### Directions verified not to work",
         "",
-        *([f"- round {r.round}: {r.hypothesis} ({why_rejected(r)})" for r in rejected] or ["- none"]),
+        *(
+            [
+                f"- round {r.round}: {markdown_text(r.hypothesis)} ({markdown_text(why_rejected(r))})"
+                for r in rejected
+            ]
+            or ["- none"]
+        ),
         "",
         "## Lineage (rejected rounds included; git notes carry the CSVs and verdicts)",
         "",
-        log_table(rows, metric, tablefmt="github"),
+        log_table(rows, metric, tablefmt="github", cell=markdown_text),
         "",
-        "## Real-training audit",
+        "## Gates and real-training audit (each accepted round, as its verdict records it)",
         "",
-        *(
-            [f"- round {r.round}: {r.transfer or 'no training probe ran'}" for r in accepted]
-            or ["- no accepted rounds"]
-        ),
-        f"- Every accepted round passed the static anti-cheat lint, the protected-file gate and {harness_checks(manifest)}.",
+        *_audit_lines(accepted, docs, manifest.harness_file is not None),
         "",
         "## Next steps (from the data)",
         "",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,31 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import NEW_ON_IMPORT_PATH, protected_changes
 from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
+
+# A hypothesis is a sentence or two; it is kept in git config, verdict notes and reports. Past this it
+# is a document (an agent's whole context), and the reasoning belongs in the commit message.
+MAX_HYPOTHESIS = 4000
+# Bidirectional overrides and isolates make a table or a terminal show text other than what it holds.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def check_hypothesis(hypothesis: str) -> None:
+    """Text a round can carry everywhere it goes (git config, YAML notes, tables, terminals): within
+    MAX_HYPOTHESIS characters, and no control character but a tab or a newline."""
+    hint = 'say it in a sentence or two of plain text: git campaign round -m "what you expect, and why"'
+    if len(hypothesis) > MAX_HYPOTHESIS:
+        raise CampaignError(
+            f"the hypothesis is {len(hypothesis)} characters, longer than {MAX_HYPOTHESIS}; no round was opened",
+            hint + " (the details go in the commit message)",
+        )
+    for character in hypothesis:
+        kind = unicodedata.category(character)
+        if kind == "Cs":  # what Python makes of a byte that is not UTF-8 (surrogateescape)
+            raise CampaignError("the hypothesis holds a byte that is not UTF-8; no round was opened", hint)
+        if (kind == "Cc" and character not in "\t\n") or character in BIDI_CONTROLS:
+            raise CampaignError(
+                f"the hypothesis holds a control character ({character!r}); no round was opened", hint
+            )
 
 
 @dataclass
@@ -40,6 +66,7 @@ def open_round(
             raise CampaignError(
                 "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
             )
+        check_hypothesis(hypothesis)
         g.require_clean(repo, "open a round")
         manifest = campaign.require_baseline()
         _, rounds = campaign.lineage()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import git as g
-from gitcampaign import profile, sync
+from gitcampaign import profile, sync, trust
 from gitcampaign.campaign import (
     opened,
 )
@@ -82,6 +82,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
                 campaign.reported(),
                 reached,
                 evidence_of(campaign),
+                trusted=trust.pending(campaign) is None,
             ),
             rounds[-1] if rounds else None,
             KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,

@@ -13,18 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git import Repo
-
 from gitcampaign import constants as C
-from gitcampaign import envinfo, steps, transfer, verdict
+from gitcampaign import envinfo, gates, steps, transfer, trust, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, Round, apply_decision, check_one_commit, locked, stale_decision
 from gitcampaign.decision import decide, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.kept_sessions import KeptSessions
-from gitcampaign.lint import lint_source
-from gitcampaign.manifest import Manifest
+from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
     CANDIDATE,
     INCUMBENT,
@@ -35,7 +32,6 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
-from gitcampaign.protected import protected_changes
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.results import aggregate
 from gitcampaign.verdict import VerdictDoc
@@ -93,27 +89,6 @@ def round_to_validate(campaign: Campaign) -> Round:
     return unfinished[-1]
 
 
-def gate_findings(
-    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
-) -> dict[str, list[str]]:
-    """Integrity and static gates, re-run here because hooks can be skipped (--no-verify)."""
-    protected = protected_changes(repo, manifest, incumbent, commit, changed)
-    static, suppressed, info = [], [], []
-    for path in changed:
-        content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
-        if content is None:
-            continue
-        for finding in lint_source(content.decode(errors="replace"), path):
-            text = f"{finding.path}:{finding.line}: {finding.rule} {finding.message}"
-            if finding.blocking:
-                static.append(text)
-            elif finding.suppressed_reason is not None:
-                suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
-            else:
-                info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
-    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
-
-
 def validate(
     repo_path: Path,
     campaign_name: str | None,
@@ -126,15 +101,17 @@ def validate(
     progress: Progress | None = None,
 ) -> ValidateResult:
     progress = progress or Progress.silent()
+    check_pairs(pairs)
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
+        trust.require(campaign)
         plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
         incumbent = campaign.accepted_head()
         current = round_to_validate(campaign)
         g.require_clean(repo, "validate")  # after the checks that need no clean tree, for their errors
         if current.status == Status.PENDING and current.decision is not None:
-            return _resume(campaign, current)
+            return _resume(campaign, manifest, current)
         if current.status in (Status.ACCEPTED, Status.REJECTED):
             raise CampaignError(
                 f"round {current.number} is already {current.status}",
@@ -156,7 +133,7 @@ def validate(
                 " --workspace holds that path",
             )
         with progress.phase("gates"):
-            gates = gate_findings(repo, manifest, incumbent, commit, changed)
+            found = gates.gate_findings(repo, manifest, incumbent, commit, changed)
         started = verdict.now()
         document: dict[str, Any] = {
             "campaign": campaign.name,
@@ -167,7 +144,7 @@ def validate(
             "primary_metric": manifest.primary_metric,
             "commit": commit,
             "incumbent": incumbent,
-            "gates": gates,
+            "gates": found,
             "noise_floor": {
                 "aggregate": manifest.noise_floor.aggregate,
                 "shapes": manifest.noise_floor.shapes,
@@ -175,26 +152,30 @@ def validate(
             if manifest.noise_floor
             else None,
         }
-        reasons = ([C.REASON_HARNESS_CHANGED] if gates["protected_changed"] else []) + (
-            [C.REASON_STATIC_CHECK] if gates["static"] else []
+        reasons = ([C.REASON_HARNESS_CHANGED] if found["protected_changed"] else []) + (
+            [C.REASON_STATIC_CHECK] if found["static"] else []
         )
         result = ValidateResult(
             current.number, commit, Decision.REJECT, reasons, math.nan, (math.nan, math.nan), {}
         )
-        if gates["protected_changed"]:
+        if found["protected_changed"]:
             # Say which, and why: a round that also adds tests is the usual case, and the tests
             # belong on the project's branch after the campaign, not in the round that they judge.
             result.notes.append(
-                f"protected paths changed: {', '.join(gates['protected_changed'])}; the harness, the "
+                f"protected paths changed: {', '.join(found['protected_changed'])}; the harness, the "
                 "probe, the campaign folder and the test command's files are frozen at the baseline, "
                 "so a round cannot change what judges it: commit the kernel alone, land new tests "
                 "after the campaign"
             )
-        result.notes += [f"lint: {finding}" for finding in gates["static"]]
+        result.notes += [f"lint: {finding}" for finding in found["static"]]
         bench_raw: bytes | None = None
         if not reasons:
             job = HarnessJob(
-                manifest.quick_command, shapes, timeout_s or manifest.harness_timeout_s, manifest.csv_header
+                manifest.quick_command,
+                shapes,
+                timeout_s or manifest.harness_timeout_s,
+                manifest.csv_header,
+                manifest.header_hint(),
             )
             bench_raw = _measure(
                 campaign,
@@ -244,7 +225,7 @@ def validate(
         return result
 
 
-def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
+def _resume(campaign: Campaign, manifest: Manifest, pending: Round) -> ValidateResult:
     standing = pending.decision
     assert standing is not None and pending.commit is not None  # a pending round has a noted decision
     facts = verdict.commit_facts(campaign.repo, [pending.commit]).get(pending.commit)
@@ -255,6 +236,14 @@ def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
             "`git campaign rollback` discards the round, or remove the note (`git notes --ref "
             f"{C.NOTES_VERDICT} remove {pending.commit[:12]}`) and validate again",
         )
+    if (
+        standing.decision in C.ACCEPTED
+    ):  # what accept refuses, a noted accept (by hand, by a pull) does not get
+        overfit = C.REASON_OVERFIT in (standing.get("overrides") or [])
+        try:
+            gates.overridable(campaign.repo, manifest, pending.number, pending.commit, pending.docs, overfit)
+        except gates.GateRefusal as refusal:
+            return _refuse_noted_accept(campaign, pending, refusal)
     apply_decision(
         campaign,
         pending.number,
@@ -275,6 +264,34 @@ def _resume(campaign: Campaign, pending: Round) -> ValidateResult:
         list(standing.get("notes", [])) + ["resumed: the decision was noted by an interrupted run"],
         standing.get("transfer"),
         resumed=True,
+    )
+
+
+def _refuse_noted_accept(campaign: Campaign, pending: Round, refusal: gates.GateRefusal) -> ValidateResult:
+    """A noted accept the gates do not allow is replaced by a REJECT, noted and applied: the round
+    is pinned, nothing moves main, and the campaign goes on."""
+    assert pending.commit is not None
+    repo, commit = campaign.repo, pending.commit
+    notes = [f"a noted accept of this commit was refused: {refusal.message}"]
+    document = VerdictDoc.of(
+        {
+            "campaign": campaign.name,
+            "round": pending.number,
+            "phase": Phase.VALIDATE,
+            "hypothesis": pending.hypothesis,
+            "decision": Decision.REJECT,
+            "reasons": refusal.gates,
+            "notes": notes,
+            "commit": commit,
+            "incumbent": g.parent(repo, commit),
+            "tree": g.tree_of(repo, commit),
+        }
+    )
+    with g.repo_lock(repo):
+        verdict.append(repo, commit, document)
+        apply_decision(campaign, pending.number, commit, campaign.accepted_head(), Decision.REJECT)
+    return ValidateResult(
+        pending.number, commit, Decision.REJECT, refusal.gates, math.nan, (math.nan, math.nan), {}, notes
     )
 
 

@@ -17,6 +17,7 @@ from gitcampaign import verdict
 from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
+from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
 
 # Children are forked and checked through /proc: Linux, as in CI.
@@ -307,6 +308,7 @@ def test_two_clones_racing(templates: dict[str, Path], tmp_path: Path) -> None:
     git(tmp_path, "clone", "-q", "--shared", str(first), str(second))
     git(second, "branch", "-q", C.main_branch(NAME), f"origin/{C.main_branch(NAME)}")
     git(second, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
+    trust(second, NAME)  # a clone runs no campaign command it has not approved
     assert git(second, "symbolic-ref", "--short", "HEAD").strip() == C.round_branch(NAME, 2)
     results = _race([(first, ["validate"]), (second, ["validate"])])
     assert [code for code, _ in results] == [0, 0], results

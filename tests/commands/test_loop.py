@@ -302,7 +302,7 @@ def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) 
     report(project, None, force=True)
     markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
     assert "No round was accepted: baseline and final run the same kernels" in markdown
-    assert "1 round: 0 accepted, 1 rolled back." in markdown
+    assert "1 round: 0 accepted, 1 rejected." in markdown
     why = "(REJECT shape_regression: s-small -10.0%, s-mid -10.0%)"  # the reason, then the deltas
     assert f"- round 2: slower {why}" in markdown
     assert "- no round was accepted: start from the verdicts" in markdown

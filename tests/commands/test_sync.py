@@ -20,6 +20,7 @@ from gitcampaign.commands.push import push
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
+from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 
@@ -40,7 +41,8 @@ def notes(root: Path) -> dict[str, dict[str, str]]:
 
 @pytest.fixture
 def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
-    """Alice ran init + baseline and pushed; Bob cloned the project (main only) and pulled."""
+    """Alice ran init + baseline and pushed; Bob cloned the project (main only), pulled, and approved
+    the campaign's commands (tests/commands/test_trust.py: before that, they run nothing)."""
     alice = make_project(tmp_path / "alice")
     origin = tmp_path / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(alice), str(origin)], check=True)
@@ -52,6 +54,7 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, P
     bob = tmp_path / "bob"
     subprocess.run(["git", "clone", "-q", str(origin), str(bob)], check=True)
     pull(bob, NAME)
+    trust(bob, NAME)
     return alice, bob, origin
 
 
@@ -204,6 +207,7 @@ def test_export_import_round_trip_then_the_campaign_continues(
     assert not g.refs_under(g.open_repo(fresh), sync.TRACKING + "/")  # no leftovers
     again = import_bundle(fresh, Path(exported.path))
     assert again.updated == []  # idempotent
+    trust(fresh, NAME)
 
     open_round(fresh, None, "bigger tiles")
     set_kernel(fresh, 120)

@@ -1,0 +1,190 @@
+"""The gates: the reasons of a REJECT that no override talks past, and what each accepted round's
+verdict says it passed.
+
+A gate judges whether a round may count at all (it is correct, it builds, its tests pass, it leaves
+its judge alone, it has no cheat the lint sees, its gain transfers to a training step); the speed
+rules judge whether it is worth taking. A person may overrule the speed rules (`accept`, recorded in
+the verdict); a gate's REJECT is final. The training probe is the one gate with an explicit escape
+(`accept --override-overfit`): it is a small model of a training step, and the person who knows the
+real step is larger may say so, on the record. `accept` (the CLI verb and the MCP tool),
+`validate` (its integrity and static gates, and an accept it finds noted) and the report read this
+module; nothing else keeps a list of gates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from git import Repo
+
+from gitcampaign import constants as C
+from gitcampaign import git as g
+from gitcampaign import verdict
+from gitcampaign.errors import CampaignError
+from gitcampaign.lint import lint_source
+from gitcampaign.manifest import Manifest
+from gitcampaign.protected import protected_changes
+from gitcampaign.verdict import VerdictDoc
+from gitcampaign.vocabulary import Phase
+
+GATES = (
+    C.REASON_CHECK_FAILED,
+    C.REASON_TESTS_FAILED,
+    C.REASON_BUILD_FAILED,
+    C.REASON_STATIC_CHECK,
+    C.REASON_HARNESS_CHANGED,
+    C.REASON_OVERFIT,
+)
+OVERFIT_FLAG = "--override-overfit"
+
+
+class GateRefusal(CampaignError):
+    """An accept no gate allows; `gates` names the gates it failed (none: it was never measured)."""
+
+    def __init__(self, message: str, hint: str, gates: list[str]) -> None:
+        super().__init__(message, hint)
+        self.gates = gates
+
+
+def measured(docs: Sequence[VerdictDoc]) -> VerdictDoc | None:
+    """The round's last decision by `validate`: what its gates and measurement said, whatever an
+    override noted after it."""
+    return next((doc for doc in reversed(docs) if doc.phase == Phase.VALIDATE and doc.decision), None)
+
+
+def reasons_of(doc: VerdictDoc) -> list[str]:
+    reasons = doc.get("reasons")
+    return [str(reason) for reason in reasons] if isinstance(reasons, list) else []
+
+
+def gate_findings(
+    repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
+) -> dict[str, list[str]]:
+    """The integrity and static gates, from git alone: run by `validate` because hooks can be
+    skipped (--no-verify), and again by `accept` because notes can be written by hand."""
+    protected = protected_changes(repo, manifest, incumbent, commit, changed)
+    static, suppressed, info = [], [], []
+    for path in changed:
+        content = g.read_file_at(repo, commit, path) if path.endswith(".py") else None
+        if content is None:
+            continue
+        for finding in lint_source(content.decode(errors="replace"), path):
+            text = f"{finding.path}:{finding.line}: {finding.rule} {finding.message}"
+            if finding.blocking:
+                static.append(text)
+            elif finding.suppressed_reason is not None:
+                suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
+            else:
+                info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
+    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
+
+
+def overridable(
+    repo: Repo,
+    manifest: Manifest,
+    number: int,
+    commit: str,
+    docs: Sequence[VerdictDoc],
+    override_overfit: bool = False,
+) -> list[str]:
+    """The reasons an accept of round `number` (its one commit, on the accepted head) overrules, or
+    GateRefusal when it may not: never validated (accepting it would skip every gate), rejected by
+    a gate in any of its validations, failing the integrity or static gate now (re-run from git: a
+    note cannot hide a changed harness), or a validation no measurement on the commit backs."""
+    validated = measured(docs)
+    if validated is None:
+        raise GateRefusal(
+            f"round {number} has not been validated: accepting it would skip every gate",
+            "run `git campaign validate` (the MCP validate tool); an override may then overrule its speed rules",
+            [],
+        )
+    recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in reasons_of(doc)]
+    incumbent = g.parent(repo, commit) or commit
+    found = gate_findings(repo, manifest, incumbent, commit, g.changed_paths(repo, incumbent, commit))
+    now = [C.REASON_HARNESS_CHANGED] if found["protected_changed"] else []
+    now += [C.REASON_STATIC_CHECK] if found["static"] else []
+    failed = list(dict.fromkeys(reason for reason in [*recorded, *now] if reason in GATES))
+    if override_overfit:
+        failed = [reason for reason in failed if reason != C.REASON_OVERFIT]
+    if failed:
+        plural = "s" if len(failed) > 1 else ""
+        fix = "fix the cause in a new round (`git campaign round -m ...`, commit, `git campaign validate`)"
+        hint = (
+            f"the training probe says the gain does not transfer; where you know the probe does not "
+            f"represent your training step, `git campaign accept {number} {OVERFIT_FLAG} -m WHY` records "
+            f"that (a person's decision, not the MCP tool's); else {fix}"
+            if failed == [C.REASON_OVERFIT]
+            else fix
+        )
+        raise GateRefusal(
+            f"round {number} failed the {' and '.join(failed)} gate{plural}: no override accepts it",
+            hint,
+            failed,
+        )
+    note = validated.get("csv_note")
+    facts = verdict.commit_facts(repo, [commit]).get(commit)
+    if (
+        not isinstance(note, dict)
+        or facts is None
+        or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob")
+    ):
+        raise GateRefusal(
+            f"round {number}'s validation names no measurement on {commit[:12]} (the CSV note it names is not"
+            " the commit's): an override overrules measured speed rules only",
+            "run `git campaign validate` on a new round with this change (`git campaign round --from ...`)",
+            [],
+        )
+    return reasons_of(validated)
+
+
+def audit(docs: Sequence[VerdictDoc], builtin_harness: bool) -> str:
+    """What an accepted round's verdict records: how it was accepted, then each gate it passed or
+    did not (only what a document recorded is claimed)."""
+    validated = measured(docs)
+    standing = next((doc for doc in reversed(docs) if doc.decision), None)
+    if validated is None or standing is None:
+        return "no validation recorded: no gate is known to have run"
+    if standing.phase == Phase.OVERRIDE:
+        why = "; ".join(str(note) for note in standing.get("notes") or []) or "no reason given"
+        how = (
+            f"accepted by manual override of {validated.decision} ({', '.join(reasons_of(validated))}): {why}"
+        )
+    else:
+        how = str(standing.decision)
+    transfer = validated.get("transfer")
+    parts = [how, f"training probe {transfer}" if transfer else "no training probe ran"]
+    return f"{', '.join(parts)}; {'; '.join(_gate_record(validated, builtin_harness))}"
+
+
+def _gate_record(doc: VerdictDoc, builtin_harness: bool) -> list[str]:
+    record = []
+    build = (doc.get("build") or {}).get("candidate")
+    if isinstance(build, dict):
+        record.append("built" if build.get("passed") else "build FAILED")
+    tests = doc.get("tests")
+    if isinstance(tests, dict):
+        record.append("tests passed" if tests.get("passed") else "tests FAILED")
+    else:
+        record.append("no tests ran")
+    found = doc.get("gates")
+    if isinstance(found, dict):
+        static, protected = found.get("static") or [], found.get("protected_changed") or []
+        record.append(f"lint FAILED ({len(static)} findings)" if static else "lint clean")
+        record.append(
+            f"protected files CHANGED ({', '.join(map(str, protected))})"
+            if protected
+            else "protected files unchanged"
+        )
+    else:
+        record.append("lint and protected files: not recorded")
+    shapes = doc.get("shapes") or {}
+    checks = [entry.get("check") for entry in shapes.values() if isinstance(entry, dict)]
+    if checks and all(check == C.CHECK_PASS for check in checks):
+        record.append(
+            "every shape PASS in the harness's run-time checks"
+            if builtin_harness
+            else "every shape PASS in the project's own harness (only the checks it performs)"
+        )
+    else:
+        record.append("Check: not every shape PASS" if checks else "Check: no shape measured")
+    return record

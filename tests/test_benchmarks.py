@@ -1,0 +1,153 @@
+"""Every script under benchmarks/ still runs (issue 36: bookkeeping.py broke on main and nothing saw
+it). A script that can run on the CPU runs at a tiny size; a GPU-only one parses its arguments (its
+imports load, its options exist); a shell script parses and names only files that exist. A new
+script must be added to one of the lists below, or the first test fails."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO_ROOT / "benchmarks"
+CHEATS = Path(__file__).parent / "cheats"
+
+# Scripts whose CPU run here is tiny (seconds); `slow` ones take tens of seconds in the interpreter.
+CPU_RUNS = ("bookkeeping.py", "lint_corpus.py", "full_bench.py", "dev/host_overhead.py", "dev/layer_dev.py")
+GPU_ONLY = (
+    "gate_check.py",
+    "dev/agreement_dev.py",
+    "dev/compile_dev.py",
+    "dev/fp8_dev.py",
+    "dev/gemm_dev.py",
+    "dev/grouped_dev.py",
+    "dev/quant_dev.py",
+    "dev/sass_dev.py",  # compiles for sm_90 without a GPU: tests/test_sm90_compile.py runs it
+)
+SHELL = (
+    "campaign_session.sh",  # its lanes run on the CPU in tests/test_campaign_session.py
+    "cuda_example.sh",
+    "gate_session.sh",
+    "gpu_loop_timing.sh",
+    "h200_session.sh",
+    "multi_gpu_timing.sh",
+)
+
+
+def script(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_every_script_is_covered() -> None:
+    found = {path.relative_to(BENCHMARKS).as_posix() for path in BENCHMARKS.rglob("*.py")}
+    assert found == set(CPU_RUNS) | set(GPU_ONLY)
+    assert {path.name for path in BENCHMARKS.glob("*.sh")} == set(SHELL)
+
+
+def test_bookkeeping_builds_and_times_a_small_campaign() -> None:
+    done = script("bookkeeping.py", "--rounds", "3", "--repeats", "1")
+    assert done.returncode == 0, done.stderr
+    assert "built 3 rounds" in done.stdout
+    assert "lineage read in-process (4 rows)" in done.stdout  # the baseline and three rounds
+    for verb in ("status", "log", "log --json", "show 1", "status --json"):
+        assert f"git campaign {verb} " in done.stdout, verb
+
+
+def test_lint_corpus_counts_judged_findings(tmp_path: Path) -> None:
+    project = tmp_path / "corpus" / "proj"
+    project.mkdir(parents=True)
+    (project / "cache.py").write_text((CHEATS / "w2_id_activation_cache.py.txt").read_text())
+    (project / "clean.py").write_text("def op(a, b):\n    return a @ b.t()\n")
+    listed = script("lint_corpus.py", str(tmp_path / "corpus"), "--list")
+    assert listed.returncode == 0, listed.stderr
+    lines = [line for line in listed.stdout.splitlines() if line.startswith("proj: cache.py:")]
+    assert lines and all(": W2 " in line for line in lines)
+    judgments = tmp_path / "judgments.csv"
+    rows = [line.split(":")[2] for line in lines]
+    judgments.write_text(
+        "project,path,line,rule,verdict,why\n"
+        + "".join(f"proj,cache.py,{row},W2,true,an activation cache\n" for row in rows)
+    )
+    judged = script("lint_corpus.py", str(tmp_path / "corpus"), "--judgments", str(judgments))
+    assert judged.returncode == 0, judged.stderr
+    assert f"| proj | 2 | {len(rows)} | {len(rows)} | 0 | 0 |" in judged.stdout
+    assert "precision: 100" in judged.stdout
+
+
+def test_host_overhead_runs_on_the_cpu() -> None:
+    done = script("dev/host_overhead.py", "--calls", "20")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"ours: rowwise +[\d.]+ us a forward \+ backward step", done.stdout), done.stdout
+    assert re.search(r"triton: fp8 transpose \(1 launch\) +[\d.]+ us", done.stdout), done.stdout
+
+
+@pytest.mark.slow
+def test_full_bench_on_one_tiny_shape(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("- {label: t, M: 64, N: 64, K: 64}\n")
+    out = tmp_path / "full.csv"
+    done = script("full_bench.py", "--op", "gemm", "--shapes", str(shapes), "--csv", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "geomean" in done.stdout
+    header, row = out.read_text().splitlines()[:2]
+    assert header.startswith("label,") and row.startswith("t,")
+
+
+@pytest.mark.slow
+def test_layer_dev_smoke_run_on_the_cpu() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the tiny model is not the CPU smoke run")
+    done = script("dev/layer_dev.py", "--model", "tiny", "--steps", "1", "--granularities", "tensorwise")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^bf16 +[\d.]+", done.stdout, re.MULTILINE) and "tensorwise" in done.stdout
+
+
+@pytest.mark.parametrize("name", GPU_ONLY)
+def test_gpu_scripts_parse_their_arguments(name: str) -> None:
+    done = script(name, "--help", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ")
+
+
+@pytest.mark.parametrize("name", SHELL)
+def test_shell_scripts_parse_and_name_files_that_exist(name: str) -> None:
+    path = BENCHMARKS / name
+    parsed = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
+    assert parsed.returncode == 0, parsed.stderr
+    named = set(
+        re.findall(
+            r"\b((?:benchmarks|examples|gitcampaign|tests)/[\w./-]*\.(?:py|sh|yaml))", path.read_text()
+        )
+    )
+    missing = sorted(relative for relative in named if not (REPO_ROOT / relative).exists())
+    assert not missing, f"{name} names files that do not exist: {missing}"
+
+
+def test_cuda_example_stops_at_once_without_a_gpu(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU")
+    done = subprocess.run(
+        ["bash", str(BENCHMARKS / "cuda_example.sh"), str(tmp_path / "out")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and "needs a CUDA build of torch" in done.stdout, done.stdout + done.stderr
+    assert not list((tmp_path / "out").iterdir())  # nothing built, nothing measured

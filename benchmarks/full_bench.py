@@ -147,7 +147,7 @@ def bench_shape(harness: Any, op: Any, shape: Any, bench: Bench) -> dict[str, fl
         if all(name in candidate for name in check.of):
             got, want = [candidate[name] for name in check.of], [reference[name] for name in check.of]
             figures[check.column] = harness.judge(
-                check, got, want, op.threshold(check, want[0], shape), bench.cuda
+                check, got, want, op.threshold(check, got[0], shape), bench.cuda
             )[0]
     return figures
 

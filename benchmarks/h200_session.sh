@@ -46,8 +46,9 @@ b)
 spread)
   log "quick harness run-to-run spread: five processes of one commit, one pinned config"
   mkdir -p campaigns/spread
-  sed -e 's/^OP = "__OP__"/OP = "gemm"/' -e 's/^BACKEND = "__BACKEND__"/BACKEND = "triton"/' \
-    gitcampaign/templates/quick_test_bench.py > campaigns/spread/quick_test_bench.py
+  python3 -c 'from gitcampaign.harness.build import frozen_harness; import sys; sys.stdout.buffer.write(frozen_harness("gemm", "triton"))' \
+    > campaigns/spread/quick_test_bench.py
+  cp gitcampaign/harness/ops/gemm.py campaigns/spread/op_spec.py
   python3 -c 'from gitcampaign.shapes import preset, dump_shapes; print(dump_shapes(preset("llama3.1-8b:mbs=1")[2:4]), end="")' > "$out/spread-shapes.yaml"
   for i in 1 2 3 4 5; do
     pinned timeout 100 python3 campaigns/spread/quick_test_bench.py --summary-csv "$out/spread$i.csv" --shapes-file "$out/spread-shapes.yaml" 2>&1 | tail -1

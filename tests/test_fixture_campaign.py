@@ -36,6 +36,8 @@ def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     reasons = [row.pop("reasons") for row in rows["rounds"]]
     overridden, gated = "manual_override", "harness_changed"
     assert reasons == ["", "", "shape_regression", gated, overridden, overridden, ""]
+    # And the profiles `analyze` notes: the old campaign has none.
+    assert state.pop("profile") == [] and all(row.pop("profile") == [] for row in rows["rounds"])
     assert json.loads(json.dumps({"status": state, "log": rows})) == want
 
 

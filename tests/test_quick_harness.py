@@ -70,6 +70,8 @@ def gemm(a, b):
         return a @ b.T + noise
     if k == 69:
         raise RuntimeError("planted failure")
+    if k == 71:  # off by 0.5%: 46 dB, which fp16/bf16 outputs pass (40 dB) and fp32 ones would not (60)
+        return (a @ b.T) * 1.005
     if k == 70:  # replaces the host timer from inside the op
         time.perf_counter = lambda: 0.0
     return a @ b.T
@@ -84,6 +86,7 @@ PLANTED = [
     ("mutates", 66, "FAIL", "the op modified its inputs"),
     ("unwritten", 67, "FAIL", "out_snr = nan"),
     ("nondeterministic", 68, "FAIL", "two runs on the same inputs differ"),
+    ("at-46db", 71, "PASS", None),  # judged by the output's dtype, not the float64 reference's
     ("raises", 69, "ERROR", "planted failure"),
     ("timer", 70, "FAIL", "timer replaced: time.perf_counter"),
 ]

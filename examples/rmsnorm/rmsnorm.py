@@ -1,10 +1,11 @@
 """RMSNorm in Triton, forward and backward: y = x / sqrt(mean(x²) + eps) * weight, over the last
 dimension of x (M×N rows), weight of N; fp32 arithmetic, outputs in x's dtype.
 
-Grid: one program per tile of ROWS_PER_PROGRAM whole rows. Forward: each program loads the weight
-once, normalises its rows and stores y and the per-row 1/rms (kept for the backward). Backward: each
-program computes dx for its rows and a partial dweight over them; the partials are summed by torch
-(no atomics, so the result is deterministic).
+Grid: forward, one program per tile of ROWS_PER_PROGRAM whole rows: it loads the weight once,
+normalises its rows and stores y and the per-row 1/rms (kept for the backward). Backward, one
+program per BWD_TILES_PER_PROGRAM such tiles, walked in turn: dx for their rows, and a dweight
+partial summed over them in fp32; the partials (one row of N per program) are summed by torch (no
+atomics, so the result is deterministic).
 
 A campaign optimises this file (`examples/rmsnorm/README.md`); `rmsnorm_spec.py` declares it to the
 harness and `test_rmsnorm.py` is its focused test.
@@ -17,6 +18,8 @@ import triton
 import triton.language as tl
 
 ROWS_PER_PROGRAM = 1  # rows of a program's tile (the weight is loaded once per tile)
+BWD_TILES_PER_PROGRAM = 1  # tiles one backward program walks, summing its dweight partial over them
+NUM_WARPS = 4  # warps per program (the row's elements are spread over their threads)
 
 
 @triton.jit
@@ -50,22 +53,27 @@ def _rmsnorm_bwd(
     stride_dx,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    TILES: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
-    row_mask, col_mask = rows < M, cols < N
-    mask = row_mask[:, None] & col_mask[None, :]
-    offsets = rows.to(tl.int64)[:, None]
+    col_mask = cols < N
     w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-    x = tl.load(X + offsets * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(DY + offsets * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-    xhat = x * rstd[:, None]
-    wdy = w[None, :] * dy
-    dx = (wdy - xhat * (tl.sum(xhat * wdy, axis=1) / N)[:, None]) * rstd[:, None]
-    tl.store(DX + offsets * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
-    tl.store(DW_PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(dy * xhat, axis=0), mask=col_mask)
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for tile in range(TILES):
+        rows = (pid * TILES + tile) * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        offsets = rows.to(tl.int64)[:, None]
+        x = tl.load(X + offsets * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + offsets * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        xhat = x * rstd[:, None]
+        wdy = w[None, :] * dy
+        dx = (wdy - xhat * (tl.sum(xhat * wdy, axis=1) / N)[:, None]) * rstd[:, None]
+        tl.store(DX + offsets * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+        dw += tl.sum(dy * xhat, axis=0)
+    tl.store(DW_PARTIAL + pid.to(tl.int64) * N + cols, dw, mask=col_mask)
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
@@ -87,7 +95,18 @@ class _RMSNorm(torch.autograd.Function):
         block_n = triton.next_power_of_2(n)
         grid = (triton.cdiv(m, ROWS_PER_PROGRAM),)
         _rmsnorm_fwd[grid](
-            x, weight, y, rstd, m, n, x.stride(0), y.stride(0), eps, BLOCK_M=ROWS_PER_PROGRAM, BLOCK_N=block_n
+            x,
+            weight,
+            y,
+            rstd,
+            m,
+            n,
+            x.stride(0),
+            y.stride(0),
+            eps,
+            BLOCK_M=ROWS_PER_PROGRAM,
+            BLOCK_N=block_n,
+            num_warps=NUM_WARPS,
         )
         ctx.save_for_backward(x, weight, rstd)
         return y
@@ -97,7 +116,7 @@ class _RMSNorm(torch.autograd.Function):
         x, weight, rstd = ctx.saved_tensors
         dy = dy.contiguous()
         m, n = x.shape
-        programs = triton.cdiv(m, ROWS_PER_PROGRAM)
+        programs = triton.cdiv(m, ROWS_PER_PROGRAM * BWD_TILES_PER_PROGRAM)
         dx = torch.empty_like(x)
         dw_partial = torch.empty(programs, n, dtype=torch.float32, device=x.device)
         _rmsnorm_bwd[(programs,)](
@@ -114,6 +133,8 @@ class _RMSNorm(torch.autograd.Function):
             dx.stride(0),
             BLOCK_M=ROWS_PER_PROGRAM,
             BLOCK_N=triton.next_power_of_2(n),
+            TILES=BWD_TILES_PER_PROGRAM,
+            num_warps=NUM_WARPS,
         )
         return dx, dw_partial.sum(0).to(weight.dtype), None
 

@@ -132,7 +132,8 @@ def target_op(repo_root: Path, options: InitOptions, spec: tuple[str, bytes] | N
     ):
         raise CampaignError(
             f"op {options.op} measures {info.module} ({info.kernel_source}), which this repository does not have",
-            "run init in a repository with that kernel, or spec your own op with --op-spec (docs/op-spec.md)",
+            "run init in a repository with that kernel, spec your own op with --op-spec (docs/op-spec.md), or"
+            " drive your own harness with --quick-command",
         )
     return TargetOp(options.op, info)
 
@@ -261,7 +262,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
         metric = info.metric
     else:
         metric = C.METRIC_FORWARD
-    if info is not None and options.quick_command is None and metric not in op.metrics:
+    if info is not None and metric not in op.metrics:
         raise CampaignError(
             f"metric {metric!r} does not fit op {op.name!r} (its harness reports {', '.join(op.metrics)})",
             f"pass --metric with one of those, or drop --metric for the op's default ({info.metric!r})",

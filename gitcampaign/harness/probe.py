@@ -104,9 +104,9 @@ def rel_error(op: Op, shape: Shape, outputs: dict[str, Any], reference: dict[str
     for check in op.info.checks:
         if check.on_gradient:
             continue
-        want = reference[check.of[0]]
+        got, want = outputs[check.of[0]], reference[check.of[0]]
         if check.rule == "snr":
-            errors.append(10.0 ** (-op.threshold(check, want, shape) / 20.0))
+            errors.append(10.0 ** (-op.threshold(check, got, shape) / 20.0))
         elif check.rule == "close":
             rms = float(want.double().pow(2).mean().sqrt()) if want.numel() else 0.0
             errors.append(check.rtol + (check.atol / rms if rms > 0 else 0.0))

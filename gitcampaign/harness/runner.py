@@ -172,7 +172,7 @@ def timed_call_reasons(run: Run, shape: Shape) -> list[str]:
             if check.on_gradient:
                 continue
             got, want = [outputs[name] for name in check.of], [reference[name] for name in check.of]
-            threshold = op.threshold(check, want[0], shape)
+            threshold = op.threshold(check, got[0], shape)
             value, failed = judge(check, got, want, threshold, run.device.type == "cuda")
             if failed:
                 return [f"timed call: {reason} (on its own inputs)" for reason in failed]
@@ -225,7 +225,7 @@ def check_accuracy(run: Run, shape: Shape, calls: Calls, figures: dict[str, Any]
             continue
         got, want = [candidate[name] for name in check.of], [reference[name] for name in check.of]
         value, failed = judge(
-            check, got, want, op.threshold(check, want[0], shape), run.device.type == "cuda"
+            check, got, want, op.threshold(check, got[0], shape), run.device.type == "cuda"
         )
         figures[check.column] = value
         failures.reasons += failed

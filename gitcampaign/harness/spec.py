@@ -202,7 +202,7 @@ class Op:
     def threshold(self, check: CheckSpec, tensor: Any, shape: Shape) -> float:
         """The least SNR a check accepts: the spec's min_db, else what its thresholds() hook gives
         for the check's column (dB, or a dtype whose threshold applies), else the default for the
-        compared tensor's dtype; a shape's min_snr_db may raise it."""
+        dtype of `tensor`, the candidate's output or gradient; a shape's min_snr_db may raise it."""
         value: Any = check.min_db
         hook = getattr(self.spec_module, "thresholds", None)
         if value is None and callable(hook):

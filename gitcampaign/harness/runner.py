@@ -224,9 +224,7 @@ def check_accuracy(run: Run, shape: Shape, calls: Calls, figures: dict[str, Any]
             failures.reasons.append(f"{check.column}: no {', '.join(missing)} (not differentiable?)")
             continue
         got, want = [candidate[name] for name in check.of], [reference[name] for name in check.of]
-        value, failed = judge(
-            check, got, want, op.threshold(check, got[0], shape), run.device.type == "cuda"
-        )
+        value, failed = judge(check, got, want, op.threshold(check, got[0], shape), run.device.type == "cuda")
         figures[check.column] = value
         failures.reasons += failed
 

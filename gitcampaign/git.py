@@ -24,6 +24,7 @@ import git
 from git import Repo
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
+from gitcampaign import process
 from gitcampaign.errors import CampaignError
 
 ZERO_SHA = "0" * 40
@@ -366,6 +367,11 @@ def _write_journal(repo: Repo, entry: dict[str, str]) -> None:
     scratch.replace(path)
 
 
+def procs_dir(repo: Repo) -> Path:
+    """The registry of the process groups campaign commands started (`process.register`)."""
+    return common_dir(repo) / "campaign" / "procs"
+
+
 def recover(repo: Repo) -> list[str]:
     """Finish what a killed command left: a journalled branch move is rolled forward, harness
     processes of dead commands are stopped, then their scratch worktrees removed (in that order: a
@@ -374,9 +380,7 @@ def recover(repo: Repo) -> list[str]:
     done: list[str] = []
     with repo_lock(repo):
         done += _finish_move(repo)
-        from gitcampaign.measure import sweep_orphans  # measure imports this module
-
-        done += sweep_orphans(repo)
+        done += process.sweep_orphans(procs_dir(repo))
         done += _sweep_worktrees(repo)
     return done
 
@@ -387,7 +391,7 @@ def _finish_move(repo: Repo) -> list[str]:
         entry = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    if pid_alive(int(entry.get("pid", 0))):
+    if process.pid_alive(int(entry.get("pid", 0))):
         return []
     branch, old, new = entry["branch"], entry["old"], entry["new"]
     ref = f"refs/heads/{branch}"
@@ -422,19 +426,6 @@ def _sweep_worktrees(repo: Repo) -> list[str]:
             remove_worktree(repo, tree)
             done.append(f"removed the stale worktree {tree}")
     return done
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (a lock's or a harness's owner; another user's counts too)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def fault_point(name: str) -> None:

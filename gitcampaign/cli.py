@@ -622,7 +622,7 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
-    from gitcampaign.loop import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+    from gitcampaign.next_step import STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
@@ -655,7 +655,8 @@ def _next_text(outcome: Any) -> str:
 @click.pass_context
 def next_(ctx: click.Context, perform: bool, hypothesis: str | None, as_json: bool) -> None:
     """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
-    from gitcampaign.loop import STEP_ROUND, NextRun, next_step, run_next
+    from gitcampaign.loop import NextRun, run_next
+    from gitcampaign.next_step import STEP_ROUND, next_step
 
     if perform:
         outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)

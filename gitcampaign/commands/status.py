@@ -13,7 +13,7 @@ from gitcampaign.campaign import (
 )
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lineage import LineageRow, lineage_rows, termination
-from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
+from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
 from gitcampaign.vocabulary import Status
 
 
@@ -82,7 +82,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
 
 
 def _next_text(step: NextStep, last: LineageRow | None, kept: str | None = None) -> str:
-    """`status`'s wording of the next step `loop.decide` chose, with the open round's number (and the
+    """`status`'s wording of the next step `next_step.decide` chose, with the open round's number (and the
     measurement sessions an interrupted validate of it kept)."""
     if step.step == STEP_VALIDATE and last is not None:
         pending = last.status == Status.PENDING

@@ -61,6 +61,7 @@ def status_text(result: StatusResult) -> str:
         lines.append(f"speedup over baseline: {result.speedup:.3f}x")
     lines.append("termination: " + (", ".join(result.termination) if result.termination else "none reached"))
     lines += [describe_standing(remote, states) for remote, states in result.remotes.items()]
+    lines += [f"unfinished: {line}" for line in result.unfinished]
     lines.append(f"next: {result.next}")
     return "\n".join(lines)
 
@@ -503,6 +504,17 @@ def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
 
     result = run(_repo(ctx), _campaign(ctx), fetch)
     _emit(status_text(result), result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def recover(ctx: click.Context, as_json: bool) -> None:
+    """Finish what a killed command left (a branch move, running harnesses, scratch worktrees)."""
+    from gitcampaign.commands.recover import recover as run
+
+    result = run(_repo(ctx))
+    _emit("\n".join(result.done) or "nothing left unfinished", result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -36,6 +36,8 @@ def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     reasons = [row.pop("reasons") for row in rows["rounds"]]
     overridden, gated = "manual_override", "harness_changed"
     assert reasons == ["", "", "shape_regression", gated, overridden, overridden, ""]
+    # And status lists what a killed command left for `recover` (nothing, here).
+    assert state.pop("unfinished") == []
     assert json.loads(json.dumps({"status": state, "log": rows})) == want
 
 

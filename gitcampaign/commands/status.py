@@ -8,9 +8,7 @@ from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import sync
-from gitcampaign.campaign import (
-    opened,
-)
+from gitcampaign.campaign import opened
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lineage import LineageRow, lineage_rows, termination
 from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide
@@ -34,6 +32,7 @@ class StatusResult:
     termination: list[str]
     next: str
     remotes: dict[str, Any]
+    unfinished: list[str]  # what a killed command left (`git.unfinished`), for `recover` to finish
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -42,6 +41,8 @@ class StatusResult:
 
 
 def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> StatusResult:
+    """Where the campaign stands, read only: what a killed command left is reported (`unfinished`,
+    and `next` names `recover`), never finished here (no lock is taken, no process stopped)."""
     campaign = opened(repo_path, campaign_name)
     repo = campaign.repo
     if fetch:  # refresh what each remote holds (only the tracking refs move)
@@ -55,6 +56,12 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
     reached = termination(manifest, rows)
+    unfinished = g.unfinished(repo)
+    step = _next_text(
+        decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
+        rounds[-1] if rounds else None,
+        KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
+    )
     return StatusResult(
         campaign=campaign.name,
         head_branch=g.current_branch(repo),
@@ -72,12 +79,9 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         ),
         max_iterations=manifest.max_iterations,
         termination=reached,
-        next=_next_text(
-            decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
-            rounds[-1] if rounds else None,
-            KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
-        ),
+        next="git campaign recover  (finishes what a killed command left)" if unfinished else step,
         remotes=sync.remote_standing(repo, campaign.name),
+        unfinished=unfinished,
     )
 
 

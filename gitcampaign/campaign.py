@@ -61,10 +61,7 @@ def campaigns(repo: Repo) -> list[str]:
 
 
 def resolve(repo: Repo, name: str | None) -> str:
-    """The campaign meant: --campaign, else the one of the checked-out branch, else the only one.
-
-    Every command starts here, so this is where what a killed command left is finished first."""
-    g.recover(repo)
+    """The campaign meant: --campaign, else the one of the checked-out branch, else the only one."""
     known = campaigns(repo)
     if name:
         if name not in known:
@@ -349,10 +346,11 @@ def _applicable(docs: list[VerdictDoc], accepted_head: str) -> bool:
 
 @contextmanager
 def locked(repo_path: Path, name: str | None, clean_for: str | None = None) -> Iterator[Campaign]:
-    """The preamble of every command that changes a campaign: open the repository, resolve the
-    campaign (finishing what a killed command left), hold its lock, and, when the command checks
-    out or commits (`clean_for` says what it does, for the error), require a clean work tree."""
+    """The preamble of every command that changes a campaign: open the repository, finish what a
+    killed command left (`git.recover`), resolve the campaign, hold its lock, and, when the command
+    checks out or commits (`clean_for` says what it does, for the error), require a clean work tree."""
     repo = g.open_repo(repo_path)
+    g.recover(repo)
     campaign = Campaign(repo, resolve(repo, name))
     with g.campaign_lock(repo, campaign.name):
         if clean_for is not None:
@@ -361,7 +359,9 @@ def locked(repo_path: Path, name: str | None, clean_for: str | None = None) -> I
 
 
 def opened(repo_path: Path, name: str | None) -> Campaign:
-    """The campaign a read-only command looks at (no lock: reading refs and notes is atomic)."""
+    """The campaign a read-only command looks at. No lock (reading refs and notes is atomic) and
+    no recovery: what a killed command left stays for a command that changes the campaign, and
+    `git.unfinished` reports it."""
     repo = g.open_repo(repo_path)
     return Campaign(repo, resolve(repo, name))
 

@@ -19,6 +19,7 @@ from tabulate import tabulate
 
 from gitcampaign import __version__
 from gitcampaign import constants as C
+from gitcampaign.completion import COMPLETE_VAR
 from gitcampaign.errors import CampaignError
 from gitcampaign.harness.ops import op_names
 from gitcampaign.progress import Progress
@@ -38,8 +39,8 @@ class Terminated(BaseException):
     """SIGTERM, raised where the process is so that cleanup (`finally`) runs as for ^C."""
 
 
-COMPLETE_VAR = "_GIT_CAMPAIGN_COMPLETE"  # click's default would derive it from "git campaign"
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+MAN_PAGE = "git-campaign.1"  # generated from this module's commands by `python -m gitcampaign.manpage`
 
 
 def _emit(text: str, data: Any, as_json: bool) -> None:
@@ -69,6 +70,7 @@ def status_text(result: StatusResult) -> str:
         ]
     else:
         lines.append("profile of the accepted head: none (`git campaign analyze`)")
+    lines += [f"unfinished: {line}" for line in result.unfinished]
     lines.append(f"next: {result.next}")
     return "\n".join(lines)
 
@@ -595,6 +597,17 @@ def status(ctx: click.Context, fetch: bool, as_json: bool) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def recover(ctx: click.Context, as_json: bool) -> None:
+    """Finish what a killed command left (a branch move, running harnesses, scratch worktrees)."""
+    from gitcampaign.commands.recover import recover as run
+
+    result = run(_repo(ctx))
+    _emit("\n".join(result.done) or "nothing left unfinished", result.to_json(), as_json)
+
+
+@cli.command(context_settings=CONTEXT)
 @click.option(
     "--op",
     "every_campaign",
@@ -798,7 +811,7 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
-    from gitcampaign.loop import STEP_ANALYZE, STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
+    from gitcampaign.next_step import STEP_ANALYZE, STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
@@ -834,7 +847,8 @@ def _next_text(outcome: Any) -> str:
 @click.pass_context
 def next_(ctx: click.Context, perform: bool, hypothesis: str | None, exit_code: bool, as_json: bool) -> None:
     """The next step of the loop (prints it; --run performs it). A round: edit, commit, next --run -m IDEA."""
-    from gitcampaign.loop import STEP_ROUND, STEP_VALIDATE, NextRun, next_step, run_next
+    from gitcampaign.loop import NextRun, run_next
+    from gitcampaign.next_step import STEP_ROUND, STEP_VALIDATE, next_step
 
     if perform:
         outcome = run_next(_repo(ctx), _campaign(ctx), hypothesis)
@@ -1083,10 +1097,32 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> int:
     """The `git-campaign` executable: first make sure `git campaign --help` (= `man git-campaign`)
     finds the page after an editable install, which installs no data files."""
-    from gitcampaign.manpage import install_for_editable
-
-    install_for_editable()
+    install_man_page()
     return main()
+
+
+def install_man_page() -> Path | None:
+    """Copy the checkout's page into a virtual environment's share/man/man1 when it is missing or
+    stale there; returns the path written.
+
+    git turns `git campaign --help` into `man git-campaign`. The wheel puts the page in
+    `share/man/man1` of the installation prefix, where man finds it from PATH (`<prefix>/bin` ->
+    `<prefix>/share/man`); an editable install (PEP 660) installs no data files, so there this
+    copies it on the first run. A wheel install already has it, and nothing here may stop the
+    command, so an unwritable prefix is left alone."""
+    source = Path(__file__).resolve().parents[1] / "man" / MAN_PAGE
+    if sys.prefix == sys.base_prefix or not source.is_file():
+        return None
+    target = Path(sys.prefix) / "share" / "man" / "man1" / MAN_PAGE
+    try:
+        content = source.read_bytes()
+        if target.is_file() and target.read_bytes() == content:
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    except OSError:
+        return None
+    return target
 
 
 if __name__ == "__main__":

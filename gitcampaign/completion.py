@@ -11,10 +11,10 @@ from __future__ import annotations
 import click
 from click.shell_completion import get_completion_class
 
-from gitcampaign.cli import COMPLETE_VAR
 from gitcampaign.errors import CampaignError
 
 PROG = "git-campaign"
+COMPLETE_VAR = "_GIT_CAMPAIGN_COMPLETE"  # click's default would derive it from "git campaign"
 SHELLS = ("bash", "zsh", "fish")
 
 _GIT_BASH_HOOK = """

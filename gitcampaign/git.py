@@ -24,6 +24,7 @@ import git
 from git import Repo
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
+from gitcampaign import process
 from gitcampaign.errors import CampaignError
 
 ZERO_SHA = "0" * 40
@@ -366,29 +367,60 @@ def _write_journal(repo: Repo, entry: dict[str, str]) -> None:
     scratch.replace(path)
 
 
+def procs_dir(repo: Repo) -> Path:
+    """The registry of the process groups campaign commands started (`process.register`)."""
+    return common_dir(repo) / "campaign" / "procs"
+
+
 def recover(repo: Repo) -> list[str]:
     """Finish what a killed command left: a journalled branch move is rolled forward, harness
     processes of dead commands are stopped, then their scratch worktrees removed (in that order: a
     harness still starting up writes into its worktree, `__pycache__` for one, and would leave a
-    folder behind). Returns what was done."""
+    folder behind). Returns what was done. Every command that changes a campaign runs it first."""
     done: list[str] = []
     with repo_lock(repo):
         done += _finish_move(repo)
-        from gitcampaign.measure import sweep_orphans  # measure imports this module
-
-        done += sweep_orphans(repo)
+        done += process.sweep_orphans(procs_dir(repo))
         done += _sweep_worktrees(repo)
     return done
 
 
-def _finish_move(repo: Repo) -> list[str]:
-    path = _journal_path(repo)
+def unfinished(repo: Repo) -> list[str]:
+    """What a killed command left for `recover` to finish, one line each. Reads only: no lock is
+    taken, no process signalled, nothing moved or removed (the read-only verbs report it)."""
+    left = []
+    move = _killed_move(repo)
+    if move is not None:
+        detached = "; HEAD is detached" if head_ref_name(repo) is None else ""
+        left.append(
+            f"a killed command left {move['branch']} moving from {move['old'][:12]} to {move['new'][:12]}{detached}"
+        )
+    running = sum(orphan.still_running() for orphan in process.orphans(procs_dir(repo)))
+    if running:
+        left.append(f"{running} process(es) started by a killed command still run")
+    base = common_dir(repo) / "campaign" / "worktrees"
+    for folder in sorted(base.glob("*")) if base.is_dir() else []:
+        trees = list(folder.glob("*"))
+        if trees and not _lock_held(repo, folder.name):
+            left.append(f"{len(trees)} scratch worktree(s) of a killed command on {folder.name} remain")
+    return left
+
+
+def _killed_move(repo: Repo) -> dict[str, str] | None:
+    """The journal of a branch move whose command died before finishing it; None when there is
+    none (or its command still runs)."""
     try:
-        entry = json.loads(path.read_text())
+        entry = json.loads(_journal_path(repo).read_text())
     except (OSError, ValueError):
+        return None
+    return None if process.pid_alive(int(entry.get("pid", 0))) else entry
+
+
+def _finish_move(repo: Repo) -> list[str]:
+    entry = _killed_move(repo)
+    if entry is None:
         return []
-    if pid_alive(int(entry.get("pid", 0))):
-        return []
+    path = _journal_path(repo)
     branch, old, new = entry["branch"], entry["old"], entry["new"]
     ref = f"refs/heads/{branch}"
     # The killed command's `git checkout` may have died with it, holding the index lock.
@@ -422,19 +454,6 @@ def _sweep_worktrees(repo: Repo) -> list[str]:
             remove_worktree(repo, tree)
             done.append(f"removed the stale worktree {tree}")
     return done
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (a lock's or a harness's owner; another user's counts too)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def fault_point(name: str) -> None:
@@ -588,10 +607,26 @@ def remove_worktree(repo: Repo, path: Path) -> None:
 # -- locking ----------------------------------------------------------------------------------------
 
 
+def _lock_path(repo: Repo, campaign: str) -> Path:
+    return common_dir(repo) / "campaign" / f"{campaign.replace('/', '_')}.lock"
+
+
 def _lock_file(repo: Repo, campaign: str) -> Path:
-    lock_dir = common_dir(repo) / "campaign"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    return lock_dir / f"{campaign.replace('/', '_')}.lock"
+    path = _lock_path(repo, campaign)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _lock_held(repo: Repo, campaign: str) -> bool:
+    """Whether a live process holds the campaign's lock, from the pid its holder writes into the
+    file (a killed holder's pid stays there, dead): read without taking the lock, which would make
+    a command starting at that moment find its campaign busy."""
+    try:
+        holder = _lock_path(repo, campaign).read_text().strip()
+    except OSError:
+        return False
+    pid = holder.removeprefix("pid ")
+    return pid.isdigit() and process.pid_alive(int(pid))
 
 
 def _lock_is_free(repo: Repo, campaign: str) -> bool:

@@ -1,13 +1,9 @@
 """The `git-campaign(1)` man page, generated from the click definitions.
 
 git turns `git campaign --help` into `git help campaign`, which runs `man git-campaign`: without a
-man page that fails whatever our program could print, because git never starts it. The wheel puts
-the page in `share/man/man1` of the installation prefix (a virtual environment's, or ~/.local for a
-user install); man-db and BSD man derive their search path from PATH (`<prefix>/bin` ->
-`<prefix>/share/man`), so the page is found wherever `git-campaign` itself is. An editable install
-(`pip install -e`) installs no data files (PEP 660 makes only the Python packages editable), so
-there the `git-campaign` executable copies the page from the checkout into the environment on its
-first run (`install_for_editable`).
+man page that fails whatever our program could print, because git never starts it. The wheel
+installs the committed page (man/git-campaign.1); `cli.install_man_page` copies it into an editable
+install. This module renders the CLI, so it sits above it.
 
 Regenerate with `python -m gitcampaign.manpage man/git-campaign.1` (a test fails when it is stale).
 """
@@ -20,9 +16,9 @@ from pathlib import Path
 import click
 
 from gitcampaign import __version__
+from gitcampaign.cli import cli
 
 WIDTH = 80
-PAGE = "git-campaign.1"
 
 
 def _roff(text: str) -> str:
@@ -57,9 +53,9 @@ def _sections(command: click.Command, path: list[str], parent: click.Context | N
     return found
 
 
-def render(cli: click.Group) -> str:
-    summary = " ".join((cli.help or "").split("\n\n")[0].split())
-    top, *commands = _sections(cli, ["git campaign"], None)
+def render(group: click.Group) -> str:
+    summary = " ".join((group.help or "").split("\n\n")[0].split())
+    top, *commands = _sections(group, ["git campaign"], None)
     parts = [
         f'.TH GIT\\-CAMPAIGN 1 "" "gitcampaign {__version__}" "Git Manual"',
         ".SH NAME",
@@ -84,28 +80,7 @@ def render(cli: click.Group) -> str:
     return "\n".join(parts)
 
 
-def install_for_editable() -> Path | None:
-    """Copy the checkout's page into a virtual environment's share/man/man1 when it is missing or
-    stale there; returns the path written. A wheel install already has it, and nothing here may stop
-    the command, so an unwritable prefix is left alone."""
-    source = Path(__file__).resolve().parents[1] / "man" / PAGE
-    if sys.prefix == sys.base_prefix or not source.is_file():
-        return None
-    target = Path(sys.prefix) / "share" / "man" / "man1" / PAGE
-    try:
-        content = source.read_bytes()
-        if target.is_file() and target.read_bytes() == content:
-            return None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    except OSError:
-        return None
-    return target
-
-
 def main() -> int:
-    from gitcampaign.cli import cli
-
     text = render(cli)
     if len(sys.argv) > 1:
         Path(sys.argv[1]).write_text(text)  # the checkout's man/git-campaign.1

@@ -121,6 +121,14 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         return call(lambda: run(here, name).to_json())
 
     @server.tool()
+    def recover() -> CallToolResult:
+        """Finish what a killed command left (status lists it as `unfinished`): a branch move, its
+        harnesses still running, its scratch worktrees. The tools that change the campaign do this first."""
+        from gitcampaign.commands.recover import recover as run
+
+        return call(lambda: run(here).to_json())
+
+    @server.tool()
     def log() -> CallToolResult:
         """The lineage: every round with status, decision, speedup over baseline and key per-shape deltas."""
         from gitcampaign.commands.log import log as run

@@ -7,17 +7,15 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,15 +27,13 @@ from gitcampaign import git as g
 from gitcampaign.decision import PairSample
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
+from gitcampaign.process import RUN_TOKEN_ENV, die_with_parent, kill_group, register
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
 
 INCUMBENT = "incumbent"
 CANDIDATE = "candidate"
-# Every process a command starts carries this variable (inherited by its children), so the next
-# command can find and stop what a killed one left running.
-RUN_TOKEN_ENV = "GITCAMPAIGN_RUN"
 SHIELD_DIR = Path(__file__).resolve().parent / "shield"
 
 
@@ -356,11 +352,11 @@ def _start(run: LoggedRun, gated: list[str] | None = None) -> Launch:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
     launch = Launch(run, process, None)
     try:  # from here on, a signal (^C, SIGTERM) anywhere still stops the harness
-        launch.registry = _register(run.cwd, process.pid, token)
+        launch.registry = register(g.procs_dir(g.open_repo(run.cwd)), process.pid, token)
     except BaseException:
         _stop(launch)
         raise
@@ -369,7 +365,7 @@ def _start(run: LoggedRun, gated: list[str] | None = None) -> Launch:
 
 def _stop(launch: Launch) -> None:
     """Kill what is left of the run's process group, reap it, drop its registry entry."""
-    _kill_group(launch.process.pid)
+    kill_group(launch.process.pid)
     launch.process.wait()
     if launch.process.stdin is not None:
         launch.process.stdin.close()
@@ -383,121 +379,6 @@ SHELL_SYNTAX = frozenset(";&|<>()$`\\\n*?[]{}~#=!")  # beyond words and quotes: 
 def _simple(command: str) -> bool:
     """A command of plain words (quotes allowed): `exec` can replace the shell with it."""
     return bool(command.strip()) and not SHELL_SYNTAX.intersection(command)
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-GROUP_EXIT_WAIT_S = 5.0  # SIGKILL is asynchronous: a harness can outlive our exit by a moment
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL the whole group, then wait (bounded) until none of it still runs, so that a command
-    that returns, or exits on ^C or SIGTERM, leaves no harness behind (zombies awaiting their
-    reaper do not run and are not waited for)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return
-    _wait_gone(lambda: _group_running(pgid))
-
-
-def _wait_gone(running: Callable[[], bool]) -> None:
-    """Poll until `running()` is false, at most GROUP_EXIT_WAIT_S (SIGKILL is asynchronous)."""
-    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
-    while running() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-PROC = Path("/proc")
-
-
-def _processes() -> Iterator[Path]:
-    """The /proc folder of every process (none where there is no /proc)."""
-    if PROC.is_dir():
-        yield from (entry for entry in PROC.iterdir() if entry.name.isdigit())
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether a process of group `pgid` is still alive and not a zombie (Linux /proc; elsewhere
-    nothing to wait on is known, so no)."""
-    for entry in _processes():
-        fields = _stat(entry)
-        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
-            return True
-    return False
-
-
-def _stat(entry: Path) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
-    try:
-        return (entry / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _procs_dir(cwd: Path) -> Path:
-    repo = g.open_repo(cwd)
-    return g.common_dir(repo) / "campaign" / "procs"
-
-
-def _register(cwd: Path, pgid: int, token: str) -> Path:
-    folder = _procs_dir(cwd)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{pgid}.json"
-    path.write_text(json.dumps({"owner": os.getpid(), "pgid": pgid, "token": token}))
-    return path
-
-
-def sweep_orphans(repo: Repo) -> list[str]:
-    """Stop the processes of commands that died without stopping them (their owner is gone)."""
-    folder = g.common_dir(repo) / "campaign" / "procs"
-    done = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
-            continue
-        if g.pid_alive(int(entry["owner"])):
-            continue
-        stopped = _kill_tagged(str(entry["token"]), int(entry["pgid"]))
-        if stopped:
-            done.append(f"stopped {stopped} process(es) left running by a killed command")
-        path.unlink(missing_ok=True)
-    return done
-
-
-def _kill_tagged(token: str, pgid: int) -> int:
-    """Kill every process whose environment carries `token` (Linux: /proc), else the group; waits
-    (bounded, as _kill_group) until none of them still runs."""
-    if not PROC.is_dir():
-        _kill_group(pgid)
-        return 0
-    marker = f"{RUN_TOKEN_ENV}={token}".encode()
-    killed: list[Path] = []
-    for entry in _processes():
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0"):
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(entry)
-            except (ProcessLookupError, PermissionError):
-                pass
-    _wait_gone(lambda: any(_running(entry) for entry in killed))
-    return len(killed)
-
-
-def _running(entry: Path) -> bool:
-    """Whether the process of /proc folder `entry` still exists and is not a zombie."""
-    fields = _stat(entry)
-    return fields is not None and fields[0] != "Z"
 
 
 def tail(path: Path, lines: int = 15) -> str:

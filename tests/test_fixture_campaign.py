@@ -38,6 +38,8 @@ def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     assert reasons == ["", "", "shape_regression", gated, overridden, overridden, ""]
     # And the profiles `analyze` notes: the old campaign has none.
     assert state.pop("profile") == [] and all(row.pop("profile") == [] for row in rows["rounds"])
+    # And status lists what a killed command left for `recover` (nothing, here).
+    assert state.pop("unfinished") == []
     assert json.loads(json.dumps({"status": state, "log": rows})) == want
 
 

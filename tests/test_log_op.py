@@ -15,7 +15,8 @@ from fixture_campaign import FIXTURES, NAME, restore
 from gitcampaign.cli import cli
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import RoundResult
-from gitcampaign.loop import NextRun, NextStep, Performed
+from gitcampaign.loop import NextRun, Performed
+from gitcampaign.next_step import NextStep
 
 SECOND = "again"
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from gitcampaign import manpage
-from gitcampaign.cli import cli
+from gitcampaign.cli import MAN_PAGE, cli, install_man_page
 from gitcampaign.completion import script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = REPO_ROOT / "man" / manpage.PAGE
+COMMITTED = REPO_ROOT / "man" / MAN_PAGE
 
 
 def test_committed_page_is_generated_from_the_cli() -> None:
@@ -40,17 +40,17 @@ def _fake_prefix(tmp_path: Path) -> Path:
 def test_editable_install_gets_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _fake_prefix(tmp_path)
     monkeypatch.setattr(sys, "prefix", str(prefix))
-    written = manpage.install_for_editable()
-    assert written == prefix / "share" / "man" / "man1" / manpage.PAGE
+    written = install_man_page()
+    assert written == prefix / "share" / "man" / "man1" / MAN_PAGE
     assert written.read_bytes() == COMMITTED.read_bytes()
-    assert manpage.install_for_editable() is None  # up to date: nothing rewritten
+    assert install_man_page() is None  # up to date: nothing rewritten
 
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="needs man (CI installs man-db)")
 def test_git_campaign_help_opens_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prefix = _fake_prefix(tmp_path)
     monkeypatch.setattr(sys, "prefix", str(prefix))
-    manpage.install_for_editable()
+    install_man_page()
     env = {key: value for key, value in os.environ.items() if key != "MANPATH"}
     # man derives its search path from PATH: <prefix>/bin -> <prefix>/share/man.
     env.update(PATH=f"{prefix / 'bin'}:/usr/bin:/bin", MANPAGER="cat", PAGER="cat", MANWIDTH="100")

@@ -23,6 +23,7 @@ from gitcampaign import constants as C  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {
     "status",
+    "recover",
     "log",
     "show",
     "open_round",
@@ -132,6 +133,7 @@ def test_initialize_handshake_of_current_agent_tools(project: Path) -> None:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
             state = data(await client.call_tool("status", {}))
             assert state["campaign"] == NAME and state["next"].startswith("git campaign round")
+            assert state["unfinished"] == [] and data(await client.call_tool("recover", {})) == {"done": []}
 
     anyio.run(session)
 

@@ -23,6 +23,7 @@ def pull(
     repo_path: Path, campaign_name: str | None, remote: str | None = None, supersede: bool = False
 ) -> SyncResult:
     repo = g.open_repo(repo_path)
+    g.recover(repo)
     source = sync.default_remote(repo, remote)
     name = _campaign_name(repo, campaign_name)
     with g.campaign_lock(repo, name):

@@ -18,6 +18,7 @@ from gitcampaign.sync import SyncResult
 
 def push(repo_path: Path, campaign_name: str | None, remote: str | None = None) -> SyncResult:
     repo = g.open_repo(repo_path)
+    g.recover(repo)
     name = resolve(repo, campaign_name)
     target = sync.default_remote(repo, remote)
     with g.campaign_lock(repo, name):

@@ -8,12 +8,10 @@ from typing import Any
 
 from gitcampaign import git as g
 from gitcampaign import profile, sync, trust
-from gitcampaign.campaign import (
-    opened,
-)
+from gitcampaign.campaign import opened
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
-from gitcampaign.loop import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
+from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
 from gitcampaign.vocabulary import Status
 
 
@@ -34,6 +32,7 @@ class StatusResult:
     termination: list[str]
     next: str
     remotes: dict[str, Any]
+    unfinished: list[str]  # what a killed command left (`git.unfinished`), for `recover` to finish
     profile: list[str] = field(default_factory=list)  # the latest `analyze` verdicts of the accepted head
 
     def to_json(self) -> dict[str, Any]:
@@ -43,6 +42,8 @@ class StatusResult:
 
 
 def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> StatusResult:
+    """Where the campaign stands, read only: what a killed command left is reported (`unfinished`,
+    and `next` names `recover`), never finished here (no lock is taken, no process stopped)."""
     campaign = opened(repo_path, campaign_name)
     repo = campaign.repo
     if fetch:  # refresh what each remote holds (only the tracking refs move)
@@ -57,6 +58,20 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
     }
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
     profiles = profile.read(repo, campaign.accepted_head())
+    unfinished = g.unfinished(repo)
+    step = _next_text(
+        decide(
+            campaign.name,
+            manifest.csv_header is not None,
+            rows,
+            campaign.reported(),
+            reached,
+            evidence_of(campaign),
+            trusted=trust.pending(campaign) is None,
+        ),
+        rounds[-1] if rounds else None,
+        KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
+    )
     return StatusResult(
         campaign=campaign.name,
         head_branch=g.current_branch(repo),
@@ -74,26 +89,15 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         ),
         max_iterations=manifest.max_iterations,
         termination=reached,
-        next=_next_text(
-            decide(
-                campaign.name,
-                manifest.csv_header is not None,
-                rows,
-                campaign.reported(),
-                reached,
-                evidence_of(campaign),
-                trusted=trust.pending(campaign) is None,
-            ),
-            rounds[-1] if rounds else None,
-            KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
-        ),
+        next="git campaign recover  (finishes what a killed command left)" if unfinished else step,
         remotes=sync.remote_standing(repo, campaign.name),
+        unfinished=unfinished,
         profile=profile.verdicts(profiles[-1]) if profiles else [],
     )
 
 
 def _next_text(step: NextStep, last: LineageRow | None, kept: str | None = None) -> str:
-    """`status`'s wording of the next step `loop.decide` chose, with the open round's number (and the
+    """`status`'s wording of the next step `next_step.decide` chose, with the open round's number (and the
     measurement sessions an interrupted validate of it kept)."""
     if step.step == STEP_VALIDATE and last is not None:
         pending = last.status == Status.PENDING

@@ -154,6 +154,9 @@ def next_command(root: Path) -> list[str]:
 
     data = status(root, None).to_json()
     hint = str(data["next"])
+    if hint.startswith("git campaign recover"):
+        assert data["unfinished"], "recover is named only for something a killed command left"
+        return ["recover"]
     if hint.startswith("git campaign validate"):
         return ["validate"]
     if "git campaign baseline" in hint:

@@ -17,6 +17,7 @@ from gitcampaign import verdict
 from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
+from gitcampaign.commands.status import status
 from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
 
@@ -134,8 +135,9 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_kill_at_every_step(scenario: str, templates: dict[str, Path], tmp_path: Path) -> None:
-    """SIGKILL at each fault point the command passes; then `status` names the command that
-    finishes the job, and following it ends where an uninterrupted run ends."""
+    """SIGKILL at each fault point the command passes; then `status` names the commands that
+    finish the job (`recover` for what the kill left, `validate` for a noted decision), and
+    following them ends where an uninterrupted run ends."""
     argv, _, finished = SCENARIOS[scenario]
     points = trace_points(templates[scenario], tmp_path / "trace", argv)
     assert len(points) >= 3, points
@@ -144,19 +146,25 @@ def test_kill_at_every_step(scenario: str, templates: dict[str, Path], tmp_path:
         before = notes_state(root)
         code, stderr = run(root, argv, fault=point)
         assert code == KILLED, f"{point}: {stderr}"
-        hint = next_command(root)  # status finishes an interrupted ref move, and must itself succeed
-        assert_no_note_lost(before, notes_state(root))
-        if hint or not _holds(finished, root):
-            code, stderr = run(root, hint or argv)
-            assert code == 0, f"after a kill at {point}, `{' '.join(hint or argv)}` failed: {stderr}"
+        followed: list[str] = []
+        while hint := next_command(root):
+            assert len(followed) < 3, f"after a kill at {point}, status keeps naming {followed}"
+            code, stderr = run(root, hint)
+            assert code == 0, f"after a kill at {point}, `{' '.join(hint)}` failed: {stderr}"
+            followed.append(" ".join(hint))
+            assert_no_note_lost(before, notes_state(root))
+        if not _holds(finished, root):  # killed before it changed anything: run it again
+            code, stderr = run(root, argv)
+            assert code == 0, f"after a kill at {point}, `{' '.join(argv)}` failed: {stderr}"
         finished(root)
         assert_invariants(root, NAME)
         assert_no_note_lost(before, notes_state(root))
 
 
 def test_killed_harness_is_stopped(templates: dict[str, Path], tmp_path: Path) -> None:
-    """A validate killed mid-measurement leaves no harness running (PR_SET_PDEATHSIG), and the
-    next command sweeps whatever survived (the registry of process groups)."""
+    """A validate killed mid-measurement leaves no harness running (PR_SET_PDEATHSIG); `status`
+    reports its scratch worktrees without touching them, and `recover` sweeps whatever survived
+    (the registry of process groups), as the next command that changes the campaign would."""
     root = clone_state(templates["validate-accept"], tmp_path / "p")
     os.environ["BENCH_MODE"] = "hang"
     try:
@@ -164,7 +172,9 @@ def test_killed_harness_is_stopped(templates: dict[str, Path], tmp_path: Path) -
     finally:
         del os.environ["BENCH_MODE"]
     assert code == KILLED
-    assert run(root, ["status"])[0] == 0
+    assert next_command(root) == ["recover"]
+    assert any("scratch worktree" in line for line in status(root, None).unfinished)
+    assert run(root, ["recover"])[0] == 0
     assert_invariants(root, NAME)
 
 

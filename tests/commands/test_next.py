@@ -15,14 +15,14 @@ from gitcampaign import constants as C  # noqa: E402
 from gitcampaign.cli import main  # noqa: E402
 from gitcampaign.commands.init import init  # noqa: E402
 from gitcampaign.errors import CampaignError  # noqa: E402
-from gitcampaign.loop import (  # noqa: E402
+from gitcampaign.loop import run_next  # noqa: E402
+from gitcampaign.next_step import (  # noqa: E402
     STEP_BASELINE,
     STEP_COMMIT,
     STEP_REPORT,
     STEP_ROUND,
     STEP_VALIDATE,
     next_step,
-    run_next,
 )
 
 

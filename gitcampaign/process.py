@@ -1,0 +1,189 @@
+"""Process supervision: what the commands start (harnesses, builds, tests, probes) runs in a process
+group of its own, dies with the command on Linux, and is registered, so that the next command stops
+whatever a killed one left running.
+
+This module knows processes and folders, not repositories: `git.py` (which sweeps a killed command's
+leftovers) and `measure.py` (which starts the runs) both sit above it, and say which registry
+folder to use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+# Every process a command starts carries this variable (inherited by its children), so the next
+# command can find and stop what a killed one left running.
+RUN_TOKEN_ENV = "GITCAMPAIGN_RUN"
+GROUP_EXIT_WAIT_S = 5.0  # SIGKILL is asynchronous: a harness can outlive our exit by a moment
+PROC = Path("/proc")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a lock's or a harness's owner; another user's counts too)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` of a supervised run on Linux: the kernel kills it when its parent dies."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL the whole group, then wait (bounded) until none of it still runs, so that a command
+    that returns, or exits on ^C or SIGTERM, leaves no harness behind (zombies awaiting their
+    reaper do not run and are not waited for)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    _wait_gone(lambda: _group_running(pgid))
+
+
+def register(folder: Path, pgid: int, token: str) -> Path:
+    """Record that this process started group `pgid` with run `token`; returns the entry to remove
+    once the group is stopped."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{pgid}.json"
+    path.write_text(json.dumps({"owner": os.getpid(), "pgid": pgid, "token": token}))
+    return path
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """A registered run whose owner died before it could stop it."""
+
+    entry: Path
+    pgid: int
+    token: str
+
+    def still_running(self) -> int:
+        """How many of its processes still run (Linux: /proc; elsewhere 1 while its group exists).
+        Reads only: nothing is signalled."""
+        if not PROC.is_dir():
+            return int(_group_exists(self.pgid))
+        return sum(1 for entry in _tagged(self.token) if _running(entry))
+
+
+def orphans(folder: Path) -> list[Orphan]:
+    """The registered runs in `folder` whose owner is gone; reads only (unreadable entries, which
+    name nothing to stop, are left out)."""
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        entry = _read_entry(path)
+        if entry is not None and not pid_alive(entry[0]):
+            found.append(Orphan(path, entry[1], entry[2]))
+    return found
+
+
+def sweep_orphans(folder: Path) -> list[str]:
+    """Stop the processes of commands that died without stopping them (their owner is gone), and
+    drop their entries, and unreadable ones, from the registry `folder`."""
+    done = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if _read_entry(path) is None:
+            path.unlink(missing_ok=True)
+    for orphan in orphans(folder):
+        stopped = _kill_tagged(orphan.token, orphan.pgid)
+        if stopped:
+            done.append(f"stopped {stopped} process(es) left running by a killed command")
+        orphan.entry.unlink(missing_ok=True)
+    return done
+
+
+def _read_entry(path: Path) -> tuple[int, int, str] | None:
+    """(owner pid, process group, run token) of a registry entry; None when it cannot be read."""
+    try:
+        entry = json.loads(path.read_text())
+        return int(entry["owner"]), int(entry["pgid"]), str(entry["token"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _kill_tagged(token: str, pgid: int) -> int:
+    """Kill every process whose environment carries `token` (Linux: /proc), else the group; waits
+    (bounded, as kill_group) until none of them still runs."""
+    if not PROC.is_dir():
+        kill_group(pgid)
+        return 0
+    killed: list[Path] = []
+    for entry in _tagged(token):
+        try:
+            os.kill(int(entry.name), signal.SIGKILL)
+            killed.append(entry)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _wait_gone(lambda: any(_running(entry) for entry in killed))
+    return len(killed)
+
+
+def _tagged(token: str) -> Iterator[Path]:
+    """The /proc folder of every process whose environment carries run `token`."""
+    marker = f"{RUN_TOKEN_ENV}={token}".encode()
+    for entry in _processes():
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            yield entry
+
+
+def _wait_gone(running: Callable[[], bool]) -> None:
+    """Poll until `running()` is false, at most GROUP_EXIT_WAIT_S (SIGKILL is asynchronous)."""
+    deadline = time.monotonic() + GROUP_EXIT_WAIT_S
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _processes() -> Iterator[Path]:
+    """The /proc folder of every process (none where there is no /proc)."""
+    if PROC.is_dir():
+        yield from (entry for entry in PROC.iterdir() if entry.name.isdigit())
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)  # signal 0: the existence check, nothing is sent
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group `pgid` is still alive and not a zombie (Linux /proc; elsewhere
+    nothing to wait on is known, so no)."""
+    for entry in _processes():
+        fields = _stat(entry)
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            return True
+    return False
+
+
+def _stat(entry: Path) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None when gone."""
+    try:
+        return (entry / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _running(entry: Path) -> bool:
+    """Whether the process of /proc folder `entry` still exists and is not a zombie."""
+    fields = _stat(entry)
+    return fields is not None and fields[0] != "Z"

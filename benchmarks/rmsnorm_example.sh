@@ -56,7 +56,7 @@ PY
 {
   log "init"
   campaign init rms --op-spec rmsnorm_spec.py --shapes shapes-gpu.yaml --metric bwd-gbs \
-    --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --pairs 3 --max-iterations 2
+    --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --pairs 2 --max-iterations 2
   log "prepare"
   campaign prepare
   log "baseline"

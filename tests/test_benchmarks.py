@@ -37,6 +37,7 @@ SHELL = (
     "gpu_loop_timing.sh",
     "h200_session.sh",
     "multi_gpu_timing.sh",
+    "rmsnorm_example.sh",
 )
 
 
@@ -138,11 +139,12 @@ def test_shell_scripts_parse_and_name_files_that_exist(name: str) -> None:
     assert not missing, f"{name} names files that do not exist: {missing}"
 
 
-def test_cuda_example_stops_at_once_without_a_gpu(tmp_path: Path) -> None:
+@pytest.mark.parametrize("example", ["cuda_example.sh", "rmsnorm_example.sh"])
+def test_a_gpu_example_stops_at_once_without_a_gpu(tmp_path: Path, example: str) -> None:
     if torch.cuda.is_available():
         pytest.skip("needs a machine without a GPU")
     done = subprocess.run(
-        ["bash", str(BENCHMARKS / "cuda_example.sh"), str(tmp_path / "out")],
+        ["bash", str(BENCHMARKS / example), str(tmp_path / "out")],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

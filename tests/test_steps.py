@@ -124,8 +124,9 @@ def test_init_runs_the_tests_in_several_processes_where_pytest_xdist_is_installe
     )
     root = make_project(tmp_path / "proj")
     monkeypatch.chdir(root)
-    (root / "tests").mkdir()
+    (root / "tests" / "kernels").mkdir(parents=True)
     (root / "tests" / "test_other.py").write_text("")
+    (root / "tests" / "kernels" / "test_gemm.py").write_text("")  # the op's default tests must exist
     init(root, InitOptions(name="t", op="gemm", shapes="shapes.yaml", quick_command="python bench.py"))
     manifest = parse_manifest(git(root, "show", "HEAD:campaigns/t/manifest.yaml"), "manifest.yaml")
     spread = " -n auto --maxprocesses 16" if xdist else ""

@@ -123,7 +123,7 @@ def test_parameters_persist_and_activations_and_routing_are_fresh(harness: Modul
     op = harness.Op(harness.load_spec_module(found[0]), "grouped_gemm", str(found[0]))
     op.load_kernel("torch", False, REPO_ROOT)
     shape = harness.parse_shapes([SHAPES["grouped_gemm"]], "test", op.info)[0]
-    state = harness.ProbeShape(op, shape, torch.device("cpu"), torch.float32, seed=0)
+    state = harness.ProbeShape(op, shape, torch.device("cpu"), torch.float32, seed=0, steps=4)
     weight = state.parameters["b"]
     steps = [state.data() for _ in range(4)]
     for inputs, _ in steps:

@@ -15,10 +15,13 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import git
 from git import Repo
@@ -635,43 +638,70 @@ def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-_held_repo_locks: dict[str, int] = {}
+@dataclass
+class _RepoLockState:
+    """One repository's lock within this process: a thread lock that one thread at a time holds
+    (re-entrant for that thread), and the flock it takes on its first level, for other processes."""
+
+    threads: threading.RLock = field(default_factory=threading.RLock)
+    depth: int = 0  # levels the holding thread has entered; only that thread changes it
+    handle: IO[str] | None = None
+
+
+_repo_locks: dict[str, _RepoLockState] = {}
+_repo_locks_guard = threading.Lock()
+# A forked child has only the forking thread: a level another thread held is not the child's.
+os.register_at_fork(after_in_child=_repo_locks.clear)
 
 
 @contextmanager
 def repo_lock(repo: Repo) -> Iterator[None]:
     """Everything that writes shared refs, notes, the index or the work tree, across campaigns,
-    worktrees and processes of one repository. Held for seconds, never across a measurement, so a
-    second writer waits for it instead of failing; re-entrant within a process."""
+    worktrees, processes and the threads of one process (the MCP server runs tools in threads).
+    Held for seconds, never across a measurement, so a second writer waits for it instead of
+    failing; re-entrant within the thread that holds it."""
     key = str(common_dir(repo).resolve())
-    if _held_repo_locks.get(key):
-        _held_repo_locks[key] += 1
+    with _repo_locks_guard:
+        state = _repo_locks.setdefault(key, _RepoLockState())
+    deadline = time.monotonic() + REPO_LOCK_WAIT_S
+    if not state.threads.acquire(timeout=REPO_LOCK_WAIT_S):
+        raise _repo_lock_timeout()
+    try:
+        if state.depth == 0:
+            state.handle = _flock_repository(repo, deadline)
+        state.depth += 1
         try:
             yield
         finally:
-            _held_repo_locks[key] -= 1
-        return
+            state.depth -= 1
+            if state.depth == 0 and state.handle is not None:
+                fcntl.flock(state.handle, fcntl.LOCK_UN)
+                state.handle.close()
+                state.handle = None
+    finally:
+        state.threads.release()
+
+
+def _flock_repository(repo: Repo, deadline: float) -> IO[str]:
     path = common_dir(repo) / "campaign" / "repository.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        deadline = time.monotonic() + REPO_LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CampaignError(
-                        f"the repository stayed locked for {REPO_LOCK_WAIT_S:g} s by another campaign command",
-                        "wait for it to finish (`ps` shows it), then run the command again",
-                    ) from None
-                time.sleep(0.02)
-        _held_repo_locks[key] = 1
+    handle = open(path, "a+")  # noqa: SIM115 - closed when the outermost level is left
+    while True:
         try:
-            yield
-        finally:
-            _held_repo_locks[key] = 0
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise _repo_lock_timeout() from None
+            time.sleep(0.02)
+
+
+def _repo_lock_timeout() -> CampaignError:
+    return CampaignError(
+        f"the repository stayed locked for {REPO_LOCK_WAIT_S:g} s by another campaign command",
+        "wait for it to finish (`ps` shows it), then run the command again",
+    )
 
 
 def git_version() -> str:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -172,7 +173,8 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[VerdictDoc]]:
         live = set(blobs.values())
         cache = {blob: docs for blob, docs in cache.items() if blob in live}
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = cache_path.with_suffix(f".{os.getpid()}.tmp")
+        # Per thread too: the MCP server's tools read lineages in threads of one process.
+        scratch = cache_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         scratch.write_text(json.dumps(cache))
         scratch.replace(cache_path)
     return {commit: _documents(cache[blob]) for commit, blob in blobs.items()}

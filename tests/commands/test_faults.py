@@ -313,3 +313,144 @@ def test_two_clones_racing(templates: dict[str, Path], tmp_path: Path) -> None:
     for root in (first, second):
         accepted_round_2(root)
         assert_invariants(root, NAME)
+
+
+def test_note_writers_in_threads_lose_nothing(tmp_path: Path) -> None:
+    """The MCP server runs its tools in threads of one process: eight threads appending 80 verdict
+    documents at once lose none (the repository lock's re-entrancy is per thread, so a second
+    thread waits instead of walking in as if it held the lock), and the lock is free afterwards."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    commits = []
+    for index in range(4):
+        (root / f"f{index}").write_text(str(index))
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", f"c{index}")
+        commits.append(git(root, "rev-parse", "HEAD").strip())
+    failures: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            repo = g.open_repo(root)
+            for step in range(10):
+                verdict.append(repo, commits[step % 4], {"campaign": "race", "writer": index, "step": step})
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    repo = g.open_repo(root)
+    written = sorted((doc["writer"], doc["step"]) for commit in commits for doc in verdict.read(repo, commit))
+    assert written == sorted((writer, step) for writer in range(8) for step in range(10))
+    assert g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+    # The lock still excludes another process afterwards (a counter gone negative stopped locking).
+    with g.repo_lock(repo):
+        assert not g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+
+
+def test_a_thread_waits_for_the_repository_lock_another_thread_holds(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    root = make_project(tmp_path / "p")
+    repo = g.open_repo(root)
+    inside = threading.Event()
+    order: list[str] = []
+
+    def holder() -> None:
+        with g.repo_lock(repo):
+            inside.set()
+            time.sleep(0.3)
+            with g.repo_lock(repo):  # re-entrant within its own thread
+                order.append("holder")
+
+    def waiter() -> None:
+        inside.wait()
+        with g.repo_lock(repo):
+            order.append("waiter")
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert order == ["holder", "waiter"]
+    assert g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+
+
+def test_a_thread_leaving_the_lock_never_unlocks_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving that deadlocked one MCP server validating two campaigns: with a counter per
+    process, a second thread walked in, the first left (counter 0) and came back, the second left
+    (counter 0 again), and the first thread's nested level then waited on its own flock."""
+    import threading
+
+    monkeypatch.setattr(g, "REPO_LOCK_WAIT_S", 3.0)
+    repo = g.open_repo(make_project(tmp_path / "p"))
+    first_in, second_in, first_again, second_out = (threading.Event() for _ in range(4))
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with g.repo_lock(repo):
+                first_in.set()
+                second_in.wait(1)  # a correct lock keeps the second thread out: this times out
+            with g.repo_lock(repo):
+                first_again.set()
+                second_out.wait(1)
+                with g.repo_lock(repo):
+                    pass
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    def second() -> None:
+        first_in.wait()
+        with g.repo_lock(repo):
+            second_in.set()
+            first_again.wait(1)
+        second_out.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+
+
+def test_threads_reading_verdicts_while_one_writes(tmp_path: Path) -> None:
+    """Readers refresh the verdict cache (a file in the git dir) while a writer adds notes: each
+    thread writes its own scratch file, so none replaces another's half-written one."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    repo = g.open_repo(root)
+    head = git(root, "rev-parse", "HEAD").strip()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                verdict.read_many(g.open_repo(root), g.note_blobs(repo, C.NOTES_VERDICT))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    try:
+        for step in range(30):
+            verdict.append(repo, head, {"campaign": "race", "step": step})
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(timeout=30)
+    assert errors == []
+    assert [doc["step"] for doc in verdict.read(repo, head)] == list(range(30))

@@ -11,15 +11,16 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from tabulate import tabulate
 
 from gitcampaign import __version__
 from gitcampaign import constants as C
-from gitcampaign.errors import CampaignError
+from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.progress import Progress
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ def status_text(result: StatusResult) -> str:
         lines.append(f"speedup over baseline: {result.speedup:.3f}x")
     lines.append("termination: " + (", ".join(result.termination) if result.termination else "none reached"))
     lines += [describe_standing(remote, states) for remote, states in result.remotes.items()]
+    if result.damaged:
+        lines.append(f"damaged: {result.damaged}")
     lines.append(f"next: {result.next}")
     return "\n".join(lines)
 
@@ -834,7 +837,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        code = cli.main(args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", CampaignWarning)
+            warnings.showwarning = _WarningPrinter()
+            code = cli.main(
+                args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False
+            )
     except CampaignError as exc:
         click.echo(f"error: {exc.message}", err=True)
         if exc.hint:
@@ -867,6 +875,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return code if isinstance(code, int) else 0
+
+
+class _WarningPrinter:
+    """What the library skipped and went on without, as `warning: ...` lines on stderr, each once
+    per command (the lineage is read several times by one command)."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+
+    def __call__(
+        self,
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, CampaignWarning):
+            click.echo(warnings.formatwarning(message, category, filename, lineno).rstrip("\n"), err=True)
+        elif str(message) not in self.shown:
+            self.shown.add(str(message))
+            click.echo(f"warning: {message}", err=True)
 
 
 def entry() -> int:

@@ -35,6 +35,9 @@ ZERO_SHA = "0" * 40
 FAULT_ENV = "GITCAMPAIGN_FAULT"
 FAULT_TRACE_ENV = "GITCAMPAIGN_FAULT_TRACE"
 REPO_LOCK_WAIT_S = 120.0
+# A campaign note is a CSV of a few shapes or a stream of verdict documents (safe_yaml bounds each);
+# anything far larger did not come from gitcampaign, and is never read into memory.
+MAX_NOTE_BYTES = 64 * 1024 * 1024
 
 
 def open_repo(path: Path | str = ".") -> Repo:
@@ -88,8 +91,10 @@ def tree_of(repo: Repo, commit: str) -> str:
 
 
 def trees_and_parents(repo: Repo, commits: list[str]) -> dict[str, tuple[str, list[str]]]:
-    """{commit: (tree, parents)} of many commits in one `git log --no-walk` call."""
-    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
+    """{commit: (tree, parents)} of many commits in one `git log --no-walk` call; a commit this
+    repository does not have (a note can outlive its commit: `git gc` prunes the commit, not the
+    note) is left out rather than failing the whole call."""
+    out = repo.git.log("--no-walk=unsorted", "--ignore-missing", "--format=%H %T %P", *commits)
     found = {}
     for line in out.splitlines():
         sha, tree, *parents = line.split()
@@ -233,6 +238,11 @@ def read_blob(repo: Repo, sha: str) -> bytes:
     return repo.odb.stream(bytes.fromhex(sha)).read()
 
 
+def blob_size(repo: Repo, sha: str) -> int:
+    """The object's size, from its header (nothing is read into memory)."""
+    return int(repo.odb.info(bytes.fromhex(sha)).size)
+
+
 def read_file_at(repo: Repo, commit: str, path: str) -> bytes | None:
     blob = rev(repo, f"{commit}:{path}", peel="")
     return None if blob is None else read_blob(repo, blob)
@@ -248,14 +258,40 @@ def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
 
 
 def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
-    """The note's bytes exactly as written, or None."""
+    """The note's bytes exactly as written, or None; a note over MAX_NOTE_BYTES (notes arrive by
+    pull from anyone) is an error naming it, never read into memory."""
     if rev(repo, notes_ref, peel="") is None:
         return None
     try:
-        blob = repo.git.notes("--ref", notes_ref, "list", commit)
+        blob = repo.git.notes("--ref", notes_ref, "list", commit).strip()
     except GitCommandError:
         return None
-    return read_blob(repo, blob.strip())
+    size = blob_size(repo, blob)
+    if size > MAX_NOTE_BYTES:
+        raise CampaignError(
+            f"the {notes_ref} note on {commit[:12]} is {size} bytes, over the {MAX_NOTE_BYTES} a campaign"
+            " note may hold: it was not written by gitcampaign",
+            f"see its history with `git log -p {notes_ref}`; restore an earlier version"
+            f" (`git notes --ref {notes_ref} add -f -C BLOB {commit[:12]}`) or remove it"
+            f" (`git notes --ref {notes_ref} remove {commit[:12]}`)",
+        )
+    return read_blob(repo, blob)
+
+
+def note_history(repo: Repo, notes_ref: str, commit: str) -> list[str]:
+    """Every blob the note on `commit` has held in `notes_ref`'s history, newest first: what a
+    damaged note is restored from (each `git notes add` is a commit of the notes ref)."""
+    if rev(repo, notes_ref, peel="") is None:
+        return []
+    out = repo.git.log("--format=", "--raw", "--no-abbrev", "--no-renames", notes_ref)
+    blobs: list[str] = []
+    for line in out.splitlines():
+        meta, _, path = line.partition("\t")
+        if not meta.startswith(":") or path.replace("/", "") != commit:
+            continue
+        _, _, old, new, _ = meta.split()
+        blobs += [blob for blob in (new, old) if blob != ZERO_SHA and blob not in blobs]
+    return blobs
 
 
 def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> str:

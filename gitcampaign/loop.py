@@ -32,6 +32,7 @@ STEP_COMMIT = "commit"  # a person edits and commits: nothing to run
 STEP_ROUND = "round"  # needs a hypothesis
 STEP_REPORT = "report"
 STEP_DONE = "done"
+STEP_REPAIR = "repair"  # a record the decisions stand on cannot be read: restore it by hand
 
 
 @dataclass
@@ -71,6 +72,9 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     manifest = campaign.manifest()
     if manifest.csv_header is None:
         return decide(campaign.name, False, [], False, [])
+    problem = campaign.integrity_error()
+    if problem is not None:
+        return NextStep(campaign.name, STEP_REPAIR, problem.hint, problem.message, False)
     _, rows = lineage_rows(campaign)
     return decide(campaign.name, True, rows, campaign.reported(), termination(manifest, rows))
 
@@ -133,7 +137,7 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
         performed.append(Performed(STEP_VALIDATE, validate(repo_path, campaign_name)))
     elif step.step == STEP_REPORT:
         performed.append(Performed(STEP_REPORT, report(repo_path, campaign_name)))
-    elif step.step in (STEP_COMMIT, STEP_DONE) or not hypothesis:
+    elif step.step in (STEP_COMMIT, STEP_DONE, STEP_REPAIR) or not hypothesis:
         hint = (
             f'git campaign next --run -m "HYPOTHESIS" opens the round ({step.command})'
             if step.step == STEP_ROUND

@@ -19,12 +19,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import yaml
 from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import verdict
+from gitcampaign import safe_yaml, verdict
 from gitcampaign.campaign import Campaign, campaigns, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
@@ -213,8 +212,8 @@ def merge_streams(ours: bytes, theirs: bytes) -> bytes:
 
 def _written(document: bytes) -> str:
     try:
-        parsed = yaml.safe_load(document)
-    except yaml.YAMLError:
+        parsed = safe_yaml.load(document)
+    except safe_yaml.UnsafeYAML:
         return ""
     return str(parsed.get("written", "")) if isinstance(parsed, dict) else ""
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import yaml
 from git import Repo
 
-from gitcampaign import __version__
+from gitcampaign import __version__, safe_yaml
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
@@ -33,9 +33,6 @@ from gitcampaign.vocabulary import Decision, Phase, StrEnum
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
 class _Dumper(yaml.SafeDumper):
@@ -75,15 +72,12 @@ class VerdictDoc(Mapping[str, Any]):
 
     @classmethod
     def from_mapping(cls, doc: object) -> VerdictDoc | None:
-        """The document, or None when it is not one (no campaign, a round that is not a number,
-        a decision that is not a `Decision`): a hand-broken document is skipped, never fatal."""
-        if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+        """The document, or None when it is not one (`not_a_document` says why): a hand-broken
+        document is skipped, never fatal."""
+        if not_a_document(doc) is not None:
             return None
+        assert isinstance(doc, dict)
         number, decision, phase = doc.get("round"), doc.get("decision"), doc.get("phase")
-        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
-            return None
-        if decision is not None and decision not in DECISIONS:
-            return None
         known_phase = Phase(phase) if phase in tuple(Phase) else phase
         return cls(
             doc["campaign"],
@@ -107,7 +101,10 @@ class VerdictDoc(Mapping[str, Any]):
 
     @classmethod
     def parse(cls, text: str) -> VerdictDoc | None:
-        return cls.from_mapping(_load(text))
+        try:
+            return cls.from_mapping(safe_yaml.load(text))
+        except safe_yaml.UnsafeYAML:
+            return None
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.TYPED:
@@ -137,47 +134,85 @@ class VerdictDoc(Mapping[str, Any]):
         return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
 
 
+def not_a_document(doc: object) -> str | None:
+    """Why a parsed YAML value is not a verdict document (no campaign, a round that is not a
+    number, a decision that is not a `Decision`), or None when it is one."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+        return "not a mapping with a `campaign` name"
+    number, decision = doc.get("round"), doc.get("decision")
+    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+        return f"round {number!r} is not a number"
+    if decision is not None and decision not in DECISIONS:
+        return f"decision {decision!r} is not one of {', '.join(DECISIONS)}"
+    return None
+
+
 def parse_stream(raw: bytes | None) -> list[VerdictDoc]:
     """The well-formed documents of a stream, each parsed alone: one hand-broken document (invalid
     YAML, a decision that is not one) is skipped without hiding the others."""
-    if not raw:
-        return []
-    parsed = (
-        VerdictDoc.parse(part) for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()
+    return read_stream(raw)[0]
+
+
+def read_stream(raw: bytes | None) -> tuple[list[VerdictDoc], list[str]]:
+    """(the well-formed documents, why each other one was skipped: "document 2: ...")."""
+    docs: list[VerdictDoc] = []
+    skipped: list[str] = []
+    parts = (
+        [part for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()] if raw else []
     )
-    return [doc for doc in parsed if doc is not None]
+    for number, part in enumerate(parts, start=1):
+        try:
+            parsed = safe_yaml.load(part)
+        except safe_yaml.UnsafeYAML as exc:
+            skipped.append(f"document {number}: {exc}")
+            continue
+        why = not_a_document(parsed)
+        if why is not None:
+            skipped.append(f"document {number}: {why}")
+            continue
+        doc = VerdictDoc.from_mapping(parsed)
+        assert doc is not None
+        docs.append(doc)
+    return docs, skipped
 
 
-def _load(text: str) -> object:
-    try:
-        return yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError:
-        return None
-
-
-def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[VerdictDoc]]:
-    """{commit: documents} for {commit: note blob}, through a cache keyed by blob id.
+def read_many(repo: Repo, blobs: dict[str, str]) -> tuple[dict[str, list[VerdictDoc]], dict[str, list[str]]]:
+    """({commit: documents}, {commit: why documents of its note were skipped}) for {commit: note
+    blob}, through a cache keyed by blob id.
 
     Blob ids name their content, so a cached entry can never be stale; it keeps `log` and `status`
     fast on campaigns with hundreds of rounds.
     """
-    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache-v2.json"
+    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache-v3.json"
     try:
-        cache: dict[str, list[dict[str, Any]]] = json.loads(cache_path.read_text())
+        cache: dict[str, dict[str, list[Any]]] = json.loads(cache_path.read_text())
     except (OSError, ValueError):
         cache = {}
     missing = {blob for blob in blobs.values() if blob not in cache}
     for blob in missing:
-        cache[blob] = [doc.to_mapping() for doc in parse_stream(g.read_blob(repo, blob))]
+        size = g.blob_size(repo, blob)
+        docs: list[VerdictDoc]
+        if size > g.MAX_NOTE_BYTES:
+            docs, skipped = (
+                [],
+                [f"the note is {size} bytes, over the {g.MAX_NOTE_BYTES} a campaign note may hold"],
+            )
+        else:
+            docs, skipped = read_stream(g.read_blob(repo, blob))
+        cache[blob] = {"docs": [doc.to_mapping() for doc in docs], "skipped": skipped}
     if missing:
         live = set(blobs.values())
-        cache = {blob: docs for blob, docs in cache.items() if blob in live}
+        cache = {blob: entry for blob, entry in cache.items() if blob in live}
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         # Per thread too: the MCP server's tools read lineages in threads of one process.
         scratch = cache_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         scratch.write_text(json.dumps(cache))
         scratch.replace(cache_path)
-    return {commit: _documents(cache[blob]) for commit, blob in blobs.items()}
+    documents = {commit: _documents(cache[blob]["docs"]) for commit, blob in blobs.items()}
+    skipped_by_commit = {
+        commit: cache[blob]["skipped"] for commit, blob in blobs.items() if cache[blob]["skipped"]
+    }
+    return documents, skipped_by_commit
 
 
 def _documents(mappings: list[dict[str, Any]]) -> list[VerdictDoc]:

@@ -50,6 +50,7 @@ class Status(StrEnum):
     OPEN = "open"  # a round branch with its commit, not validated yet
     EMPTY = "empty"  # a round branch without its commit yet
     PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)
+    DAMAGED = "damaged"  # on the accepted line, but its verdict note cannot be read or is not backed
 
 
 # A round's commit message: one non-empty line of each (the commit-msg hook and `round --from` check).

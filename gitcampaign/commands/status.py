@@ -34,6 +34,7 @@ class StatusResult:
     termination: list[str]
     next: str
     remotes: dict[str, Any]
+    damaged: str | None = None  # a record decisions stand on that cannot be read (`next` restores it)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -54,7 +55,10 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
+    if any(row.status == Status.DAMAGED for row in rounds):
+        counts[Status.DAMAGED] = sum(1 for row in rounds if row.status == Status.DAMAGED)
     reached = termination(manifest, rows)
+    problem = campaign.integrity_error()
     return StatusResult(
         campaign=campaign.name,
         head_branch=g.current_branch(repo),
@@ -72,12 +76,15 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         ),
         max_iterations=manifest.max_iterations,
         termination=reached,
-        next=_next_text(
+        next=problem.hint
+        if problem
+        else _next_text(
             decide(campaign.name, manifest.csv_header is not None, rows, campaign.reported(), reached),
             rounds[-1] if rounds else None,
             KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
         ),
         remotes=sync.remote_standing(repo, campaign.name),
+        damaged=problem.message if problem else None,
     )
 
 

@@ -22,7 +22,7 @@ from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
 from gitcampaign.refs import HEADS, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Phase, Status, hypothesis_of
+from gitcampaign.vocabulary import Phase, Status, escape_not_utf8, hypothesis_of
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -435,7 +435,10 @@ class Campaign:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
             if not hypothesis and round_commit:  # a branch description stays in its clone; a message travels
                 hypothesis = hypothesis_of(g.commit_message(self.repo, round_commit))
-            rounds.append(Round(number, status, round_commit, hypothesis.strip(), docs, "; ".join(damage)))
+            # A description set by hand or a message committed past the hooks may hold bytes that
+            # are not UTF-8: carried as escapes, so the verdict and the report can hold them.
+            hypothesis = escape_not_utf8(hypothesis.strip())
+            rounds.append(Round(number, status, round_commit, hypothesis, docs, "; ".join(damage)))
         return baseline, rounds
 
 

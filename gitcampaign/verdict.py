@@ -28,7 +28,7 @@ from gitcampaign import __version__, safe_yaml
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
-from gitcampaign.vocabulary import Decision, Phase, StrEnum
+from gitcampaign.vocabulary import Decision, Phase, StrEnum, escape_not_utf8
 
 
 def now() -> str:
@@ -236,12 +236,26 @@ def read(repo: Repo, commit: str) -> list[VerdictDoc]:
 
 
 def render(document: Mapping[str, Any]) -> bytes:
-    """One YAML document of the stream, stamped with the format, tool version and time."""
+    """One YAML document of the stream, stamped with the format, tool version and time. A note is
+    written only if it reads back: text that is not UTF-8 (a test's output, a hand-set branch
+    description) is carried as `\\xNN` escapes, which YAML's own escapes could not load."""
     document = {"format": C.VERDICT_FORMAT, **document, "tool_version": __version__, "written": now()}
-    return (
-        b"---\n"
-        + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True).encode()
-    )
+    text = yaml.dump(_utf8(document), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    try:
+        safe_yaml.load(text)
+    except safe_yaml.UnsafeYAML as exc:
+        raise ValueError(f"a note document that would not read back ({exc}): {text[:200]!r}") from exc
+    return b"---\n" + text.encode()
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str) and not isinstance(value, StrEnum):
+        return escape_not_utf8(value)
+    if isinstance(value, Mapping):
+        return {_utf8(key): _utf8(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_utf8(item) for item in value]
+    return value
 
 
 def append(repo: Repo, commit: str, document: Mapping[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:

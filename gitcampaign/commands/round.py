@@ -14,7 +14,14 @@ from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import NEW_ON_IMPORT_PATH, protected_changes
-from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
+from gitcampaign.vocabulary import (
+    MESSAGE_FORMAT,
+    NOT_UTF8_HINT,
+    Status,
+    hypothesis_of,
+    missing_message_lines,
+    not_utf8,
+)
 
 
 @dataclass
@@ -39,6 +46,11 @@ def open_round(
         if not hypothesis.strip():
             raise CampaignError(
                 "a round needs its hypothesis", 'git campaign round -m "what you expect, and why"'
+            )
+        undecodable = not_utf8(hypothesis)
+        if undecodable:
+            raise CampaignError(
+                f"the hypothesis is not UTF-8 ({undecodable}); no round was opened", NOT_UTF8_HINT
             )
         g.require_clean(repo, "open a round")
         manifest = campaign.require_baseline()

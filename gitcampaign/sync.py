@@ -293,7 +293,7 @@ def integrate(
         )
     result = SyncResult(name, source)
     if superseded:
-        result.merges += _supersede(repo, name, superseded, ours[main_ref], theirs[main_ref], source)
+        result.merges += _supersede(repo, name, superseded, theirs, source)
         ours = campaign_refs(repo, name)
         comparison = compare(repo, ours, theirs)
     behind = comparison.refs_in(BEHIND)
@@ -337,21 +337,36 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     return commits
 
 
-def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str, source: str) -> list[str]:
+def _supersede(
+    repo: Repo, name: str, commits: list[str], their_refs: dict[str, str], source: str
+) -> list[str]:
     """Keep `source`'s accepted line: each of this clone's own acceptances gets a verdict document
     (REJECT, superseded) and a rejected pin, and main goes back to where the lines forked; it was
-    never published, so no one else's history changes. The pull then fast-forwards main."""
+    never published, so no one else's history changes. The pull then fast-forwards main.
+
+    A round whose number `source` also uses for another commit (both clones opened round N) is
+    kept under the next free number, so that it stays in sight beside theirs (log, status,
+    report), instead of a pin that the other round's refs hide."""
     campaign = Campaign(repo, name)
-    if g.head_ref_name(repo) == campaign.main_ref:
+    main_ref = campaign.main_ref
+    ours, theirs = campaign.accepted_head(), their_refs[main_ref]
+    if g.head_ref_name(repo) == main_ref:
         g.require_clean(repo, "move the checked-out accepted line")
     notes = campaign.verdicts()
     fork = g.parent(repo, commits[0])
     assert fork is not None
+    numbers_there = _round_numbers(their_refs)
+    taken = numbers_there | _round_numbers(campaign_refs(repo, name))
     lines = []
     for commit in commits:
         standing = verdict.standing(notes[commit])
         assert standing is not None and standing.round is not None  # `_own_acceptances` checked it
         number = standing.round
+        kept_as = ""
+        if number in numbers_there and their_refs.get(str(CampaignRef.round_branch(name, number))) != commit:
+            number = max(taken) + 1
+            taken.add(number)
+            kept_as = f", kept as round {number} ({source}'s round {standing.round} is another commit)"
         verdict.append(
             repo,
             commit,
@@ -366,6 +381,7 @@ def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str
                     "reasons": [C.REASON_SUPERSEDED],
                     "notes": [
                         f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                        + kept_as
                     ],
                     "commit": commit,
                     "incumbent": theirs,
@@ -374,18 +390,26 @@ def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str
         )
         if g.rev(repo, C.rejected_ref(name, number)) is None:
             g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
-        round_branch = campaign.round_branch(number)
+        round_branch = campaign.round_branch(standing.round)
         started_from = g.parent(repo, commit)
-        if started_from and g.rev(repo, campaign.round_ref(number)) == commit:  # as a REJECT resets it
+        if (
+            started_from and g.rev(repo, campaign.round_ref(standing.round)) == commit
+        ):  # as a REJECT resets it
             g.move_branch(
-                repo, round_branch, started_from, commit, f"campaign: reset superseded round {number}"
+                repo, round_branch, started_from, commit, f"campaign: reset superseded round {standing.round}"
             )
         lines.append(
-            f"round {number} ({commit[:12]}) superseded by {source}'s line; re-run it on top: "
-            f'git campaign round -m "..." && git cherry-pick {commit[:12]}'
+            f"round {standing.round} ({commit[:12]}) superseded by {source}'s line{kept_as}; re-run it on"
+            f' top: git campaign round -m "..." && git cherry-pick {commit[:12]}'
         )
     g.move_branch(repo, campaign.main_branch, fork, ours, f"campaign: superseded by {source}")
     return lines
+
+
+def _round_numbers(refs: dict[str, str]) -> set[int]:
+    """The round numbers that refs (branches, pins) of one side use."""
+    parsed = (CampaignRef.from_ref(ref) for ref in refs)
+    return {ref.round for ref in parsed if ref is not None and ref.round is not None}
 
 
 def _move(repo: Repo, ref: str, new: str, old: str | None, source: str, result: SyncResult) -> None:

@@ -290,3 +290,37 @@ def test_a_dirty_tree_stops_the_pull_before_anything_moves(team: tuple[Path, Pat
     with pytest.raises(CampaignError):
         pull(bob, None)
     assert refs(bob) == before
+
+
+def test_following_the_clash_hint_keeps_the_local_round_in_sight(team: tuple[Path, Path, Path]) -> None:
+    """Both clones accepted a round 2 on the same head. The hint (delete yours, `pull --supersede`)
+    pinned Bob's round as rejected under the number Alice's accepted round also has, and log, status
+    and report showed only hers. His round now keeps a number of its own, shown as superseded."""
+    from gitcampaign.commands.log import log
+
+    alice, bob, _ = team
+    theirs = commit_round(alice, "bigger tiles", 120)
+    validate(alice, None, probe=False)
+    push(alice, None)
+    mine = commit_round(bob, "wider tiles", 130)  # Bob did not pull: his own round 2
+    validate(bob, None, probe=False)
+    with pytest.raises(CampaignError, match="same round number") as refused:
+        pull(bob, None)
+    assert "--supersede" in refused.value.message
+    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    result = pull(bob, None, supersede=True)
+    rows = {row.round: row for row in log(bob, NAME).rows}
+    assert (rows[2].status, rows[2].commit) == ("accepted", theirs)
+    superseded = [row for row in rows.values() if row.commit == mine]
+    assert len(superseded) == 1 and superseded[0].round == 3
+    assert (superseded[0].status, superseded[0].reasons) == ("rejected", C.REASON_SUPERSEDED)
+    assert superseded[0].hypothesis == "wider tiles"
+    assert status(bob, NAME).to_json()["rounds"]["rejected"] == 1
+    assert any("round 2" in line and "round 3" in line for line in result.merges)
+    push(bob, None)  # and it travels: Alice sees it too
+    pull(alice, None)
+    assert {row.round: row.status for row in log(alice, NAME).rows} == {
+        1: "baseline",
+        2: "accepted",
+        3: "rejected",
+    }

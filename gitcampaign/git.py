@@ -413,10 +413,12 @@ def recover(repo: Repo) -> list[str]:
     done: list[str] = []
     with repo_lock(repo):
         done += _finish_move(repo)
-        from gitcampaign.measure import sweep_orphans  # measure imports this module
+        from gitcampaign.measure import sweep_orphans  # measure and sync import this module
+        from gitcampaign.sync import drop_stale_imports
 
         done += sweep_orphans(repo)
         done += _sweep_worktrees(repo)
+        done += drop_stale_imports(repo)
     return done
 
 
@@ -821,15 +823,57 @@ def bundle_create(repo: Repo, path: Path, refs: list[str], exclude: list[str]) -
 def bundle_heads(repo: Repo, path: Path) -> dict[str, str]:
     """{ref: object} of a bundle, after checking that this repository has its prerequisites."""
     try:
-        _git(repo, "bundle", "verify", "--quiet", str(path))
+        # Not --quiet: with it, git says nothing at all about what is missing.
+        _git(repo, "bundle", "verify", str(path))
     except subprocess.CalledProcessError as exc:
+        missing = [
+            f"{sha[:12]}{f' ({comment})' if comment else ''}"
+            for sha, comment in _bundle_prerequisites(path)
+            if rev(repo, sha) is None
+        ]
+        said = " ".join(line for line in exc.stderr.decode(errors="replace").splitlines() if line.strip())
+        what = (
+            f"it needs commit {', '.join(missing)}, which this repository does not have"
+            if missing
+            else said or f"`git bundle verify` exited {exc.returncode}"
+        )
         raise CampaignError(
-            f"{path} cannot be imported here: {exc.stderr.decode().strip()}",
-            "import into a clone of the project the campaign ran on (`git fetch` its history first)",
+            f"{path} cannot be imported here: {what}",
+            "import into a clone of the project the campaign ran on (`git fetch` its history first), or"
+            " export the campaign with its history (`git campaign export NAME FILE --self-contained`)",
         ) from exc
     out = _git(repo, "bundle", "list-heads", str(path))
     pairs = (line.split(" ", 1) for line in out.splitlines() if line)
     return {name: sha for sha, name in pairs}
+
+
+def _bundle_prerequisites(path: Path) -> list[tuple[str, str]]:
+    """(commit, its subject) for each prerequisite a bundle's header lists (`-SHA SUBJECT` lines,
+    git's bundle format v2 and v3); [] when the file is no bundle."""
+    found = []
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line in (b"\n", b""):
+                    break
+                if line.startswith(b"-"):
+                    sha, _, comment = line[1:].decode(errors="replace").strip().partition(" ")
+                    found.append((sha, comment))
+    except OSError:
+        return []
+    return found
+
+
+def remote_heads(repo: Repo, source: str) -> list[str]:
+    """The branch refs a remote (or a bundle file) has, without fetching anything."""
+    try:
+        out = str(repo.git.ls_remote("--heads", source))
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"cannot list the branches of {source}: {exc.stderr.strip()}",
+            "check the remote's name and that you can reach it (`git remote -v`, `git ls-remote`)",
+        ) from exc
+    return [line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line]
 
 
 def notes_at(repo: Repo, notes_commit: str) -> dict[str, str]:

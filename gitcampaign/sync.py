@@ -15,7 +15,9 @@ Rules that keep data from being lost:
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -84,6 +86,29 @@ def tracking_label(source: str) -> str:
 def drop_tracking(repo: Repo, label: str) -> None:
     for ref, sha in g.refs_under(repo, f"{TRACKING}/{label}/").items():
         g.delete_ref(repo, ref, sha)
+
+
+_IMPORT = "_import-"
+
+
+def import_label() -> str:
+    """The private tracking namespace of one import: its process and thread, so that a killed
+    import's refs are recognised (`drop_stale_imports`) and two imports never share one."""
+    return f"{_IMPORT}{os.getpid()}-{threading.get_ident()}"
+
+
+def drop_stale_imports(repo: Repo) -> list[str]:
+    """Drop the tracking namespaces of imports whose process is gone (killed before it dropped
+    them); part of what every command finishes first (`git.recover`)."""
+    done = []
+    tracked = (ref[len(TRACKING) + 1 :].split("/", 1)[0] for ref in g.refs_under(repo, f"{TRACKING}/"))
+    labels = {label for label in tracked if label.startswith(_IMPORT)}
+    for label in sorted(labels):
+        pid = label[len(_IMPORT) :].split("-", 1)[0]
+        if not pid.isdigit() or not g.pid_alive(int(pid)):
+            drop_tracking(repo, label)
+            done.append(f"dropped {TRACKING}/{label}/, left by an interrupted import")
+    return done
 
 
 def default_remote(repo: Repo, remote: str | None) -> str:

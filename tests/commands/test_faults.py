@@ -454,3 +454,27 @@ def test_threads_reading_verdicts_while_one_writes(tmp_path: Path) -> None:
             thread.join(timeout=30)
     assert errors == []
     assert [doc["step"] for doc in verdict.read(repo, head)] == list(range(30))
+
+
+def test_a_killed_import_leaves_no_refs_behind(tmp_path: Path) -> None:
+    """An import fetches into a private namespace (`refs/campaign-remote/_import-*`) and drops it
+    when done; killed in between, those refs stayed forever. The next command drops them."""
+    from gitcampaign.commands.bundle import export
+
+    root = tmp_path / "p"
+    make_project(root)
+    os.chdir(root)
+    init(root, options())
+    bundle = Path(export(root, NAME, tmp_path / "demo.bundle").path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    code, _ = run(clone, ["import", str(bundle)], fault="import:fetched")
+    assert code == KILLED
+    assert "refs/campaign-remote/_import-" in git(clone, "for-each-ref")
+    code, stderr = run(clone, ["import", str(bundle)])
+    assert code == 0, stderr
+    assert "refs/campaign-remote/" not in git(clone, "for-each-ref")
+    run(clone, ["import", str(bundle)], fault="import:fetched")
+    code, stderr = run(clone, ["status"])  # any command that recovers drops them too
+    assert code == 0, stderr
+    assert "refs/campaign-remote/" not in git(clone, "for-each-ref")

@@ -324,3 +324,57 @@ def test_following_the_clash_hint_keeps_the_local_round_in_sight(team: tuple[Pat
         2: "accepted",
         3: "rejected",
     }
+
+
+def test_a_bundle_without_the_campaigns_main_imports_nothing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """It half-imported: round branches and notes came in, exit 0, then "this repository has no
+    campaign". Now it is refused before any ref moves, naming what is missing."""
+    alice, _, origin = team
+    commit_round(alice, "smaller tiles", 80)
+    start = git(alice, "rev-parse", "main").strip()
+    partial = tmp_path / "partial.bundle"
+    git(alice, "bundle", "create", "-q", str(partial), C.round_branch(NAME, 2), C.NOTES_VERDICT, f"^{start}")
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    before = git(fresh, "for-each-ref")
+    with pytest.raises(CampaignError, match=f"not its accepted line .*{C.main_branch(NAME)}") as refused:
+        import_bundle(fresh, partial)
+    assert "nothing was imported" in refused.value.message and "git campaign export" in refused.value.hint
+    assert git(fresh, "for-each-ref") == before
+
+
+def test_an_import_without_the_start_commit_says_what_is_missing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """`git bundle verify --quiet` prints nothing: the message ended "cannot be imported here: "."""
+    alice, _, _ = team
+    bundle = Path(export(alice, NAME, tmp_path / "a.bundle").path)
+    start = git(alice, "rev-parse", "main").strip()
+    empty = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    with pytest.raises(CampaignError) as refused:
+        import_bundle(empty, bundle)
+    assert f"needs commit {start[:12]} (kernel project), which this repository does not have" in (
+        refused.value.message
+    )
+    assert "git fetch" in refused.value.hint and "--self-contained" in refused.value.hint
+
+
+def test_a_fresh_clone_pulls_the_remotes_campaign_without_naming_it(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    alice, _, origin = team
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    pull(fresh, None, "origin")  # said "this repository has no campaign / start one with init"
+    assert refs(fresh) == refs(alice)
+    git(alice, "checkout", "-q", "main")
+    init(alice, options(name="other"))
+    push(alice, None)
+    second = tmp_path / "second"
+    subprocess.run(["git", "clone", "-q", str(origin), str(second)], check=True)
+    with pytest.raises(CampaignError, match="origin has 2 campaigns: demo, other") as refused:
+        pull(second, None, "origin")
+    assert "--campaign" in refused.value.hint

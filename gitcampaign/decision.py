@@ -71,7 +71,7 @@ class PairedStats:
     shape_ratios: dict[str, float]
     pairs: int
     session_gains: list[float] = field(default_factory=list)
-    # "label (pair k)" where that side's metric was NaN or not positive: who is to blame for a NaN.
+    # "label (pair k)" where that side's metric was NaN, infinite or not positive: whom a NaN blames.
     invalid: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -92,8 +92,13 @@ def _log_ratios(sample: PairSample, labels: list[str]) -> dict[str, float]:
     ratios = {}
     for label in labels:
         inc, cand = sample.incumbent.get(label, math.nan), sample.candidate.get(label, math.nan)
-        ratios[label] = math.log(cand / inc) if inc > 0 and cand > 0 else math.nan
+        ratios[label] = math.log(cand / inc) if _measured(inc) and _measured(cand) else math.nan
     return ratios
+
+
+def _measured(value: float) -> bool:
+    """A figure a ratio can be taken of: positive and finite (NaN and infinity are no measurement)."""
+    return 0 < value < math.inf
 
 
 def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
@@ -117,7 +122,7 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
             f"{label} (pair {index + 1})"
             for index, sample in enumerate(samples)
             for label in labels
-            if not getattr(sample, side).get(label, math.nan) > 0
+            if not _measured(getattr(sample, side).get(label, math.nan))
         ]
         for side in ("incumbent", "candidate")
     }
@@ -178,7 +183,7 @@ def decide(
     so it stops the command (nothing recorded) instead of being blamed on the round."""
     if stats.invalid.get("incumbent"):
         raise CampaignError(
-            f"the incumbent (accepted head) measured NaN or a non-positive {metric} on "
+            f"the incumbent (accepted head) measured NaN, an infinite or a non-positive {metric} on "
             f"{', '.join(stats.invalid['incumbent'][:5])}: no decision can be made; nothing was recorded",
             "run the quick command on the accepted head by hand to see why, fix it, then validate again",
         )
@@ -187,7 +192,10 @@ def decide(
         return Outcome(
             Decision.REJECT,
             [C.REASON_CHECK_FAILED],
-            [f"the candidate's {metric} is NaN or not positive" + (f" on {shown}" if shown else "")],
+            [
+                f"the candidate's {metric} is NaN, infinite or not positive"
+                + (f" on {shown}" if shown else "")
+            ],
         )
     limit = regression_threshold(metric)
     regressed = {label: r for label, r in stats.shape_ratios.items() if r <= limit}

@@ -464,6 +464,58 @@ def test_implausible_figures_stop_the_command(project: Path, monkeypatch: pytest
     assert "timer" in info.value.hint and snapshot(project) == before
 
 
+def test_an_infinite_metric_stops_validate_with_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate whose Forward TFLOPS is `inf` with Check PASS crashed validate every time."""
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    init(root, options(metric="forward"))
+    baseline(root, None)
+    commit_round(root, "infinitely fast", "float('inf')")  # type: ignore[arg-type]
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match="s-small Forward TFLOPS = inf .* beyond any GPU") as info:
+        validate(root, None)
+    assert "timer" in info.value.hint and snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    ("speed", "mode", "message"),
+    [
+        # NaN was reported as "no target shape passes Check"
+        ("float('nan')", "", "Combined Step TFLOPS = nan on s-small, s-mid, s-odd, s-large"),
+        # 0 was recorded, and every later validate stopped on the incumbent: the campaign was stuck
+        ("100.0", "zero", "Forward TFLOPS = 0 on s-small, s-mid, s-odd, s-large"),
+    ],
+)
+def test_a_baseline_that_measures_nothing_usable_is_refused_with_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speed: str, mode: str, message: str
+) -> None:
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    metric = "forward" if mode == "zero" else "step"
+    init(root, options(metric=metric))
+    set_kernel(root, speed)  # type: ignore[arg-type]
+    git(root, "commit", "-q", "--allow-empty", "-am", "the kernel under test")
+    monkeypatch.setenv("BENCH_MODE", mode)
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match=message) as info:
+        baseline(root, None)
+    assert "PASS" in info.value.message and "harness" in info.value.hint
+    assert snapshot(root) == before
+
+
+def test_a_shape_no_gpu_can_hold_is_refused_at_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10^9-row shape was accepted, then baselined as ERROR without a word."""
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    (root / "huge.yaml").write_text("- {label: huge, M: 1000000000, N: 4096, K: 4096}\n")
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match="huge needs at least 16384 GB") as info:
+        init(root, options(shapes="huge.yaml"))
+    assert "huge.yaml" in info.value.hint and snapshot(root) == before
+
+
 def test_incumbent_nan_is_not_blamed_on_the_candidate(project: Path) -> None:
     set_kernel(project, "float('nan')")  # type: ignore[arg-type]
     git(project, "commit", "-q", "-am", "a broken accepted head")

@@ -365,9 +365,10 @@ class Campaign:
         if absent:
             warnings.warn(
                 CampaignWarning(
-                    f"{len(absent)} verdict note(s) of campaign {self.name} annotate commits this repository"
-                    f" does not have ({', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}; pruned by"
-                    f" `git gc`?); skipped. `git notes --ref {C.NOTES_VERDICT} prune` removes such notes"
+                    f"{len(absent)} verdict note(s) of campaign {self.name} annotate no commit of this repository"
+                    f" ({', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}: pruned by `git gc`, or"
+                    f" not a commit); skipped. `git notes --ref {C.NOTES_VERDICT} prune` removes the notes of"
+                    " objects that are gone"
                 ),
                 stacklevel=2,
             )
@@ -459,7 +460,8 @@ def _unapplied(
     if not _applicable(docs, head):
         return False
     if on_line:  # only a rollback of the accepted head can be noted on the accepted line
-        return commit == head and not _accepted(docs)
+        # ... or a supersede killed before it moved main back, which only the pull finishes.
+        return commit == head and not _accepted(docs) and not verdict.superseded(verdict.standing(docs))
     # Pinned means rejected, unless the round branch still holds it (not reset yet) or a manual
     # accept of the rejected round was noted (the pin is not dropped yet).
     return commit != pin or commit == tip or _accepted(docs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from dataclasses import dataclass, field
 
 from gitcampaign import constants as C
@@ -92,8 +93,15 @@ def _log_ratios(sample: PairSample, labels: list[str]) -> dict[str, float]:
     ratios = {}
     for label in labels:
         inc, cand = sample.incumbent.get(label, math.nan), sample.candidate.get(label, math.nan)
-        ratios[label] = math.log(cand / inc) if _measured(inc) and _measured(cand) else math.nan
+        # A difference of logs: `cand / inc` overflows for figures far apart (1e-310 against 100).
+        ratios[label] = math.log(cand) - math.log(inc) if _measured(inc) and _measured(cand) else math.nan
     return ratios
+
+
+def _exp(log: float) -> float:
+    """exp, infinite past the largest float instead of OverflowError: a ratio that large is out of
+    all proportion, and `decide` rejects it as it rejects a NaN."""
+    return math.exp(log) if log < math.log(sys.float_info.max) else math.inf
 
 
 def _measured(value: float) -> bool:
@@ -114,9 +122,7 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
         )
     else:
         half = math.inf
-    shape_ratios = {
-        label: math.exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels
-    }
+    shape_ratios = {label: _exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels}
     invalid = {
         side: [
             f"{label} (pair {index + 1})"
@@ -128,15 +134,13 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
     }
     sessions = sorted({sample.session for sample in samples})
     session_gains = [
-        math.exp(
-            statistics.fmean(log for log, s in zip(aggregate_logs, samples, strict=True) if s.session == k)
-        )
+        _exp(statistics.fmean(log for log, s in zip(aggregate_logs, samples, strict=True) if s.session == k))
         - 1
         for k in sessions
     ]
     return PairedStats(
-        ratio=math.exp(mean_log),
-        ci=(math.exp(mean_log - half), math.exp(mean_log + half)),
+        ratio=_exp(mean_log),
+        ci=(_exp(mean_log - half), _exp(mean_log + half)),
         shape_ratios=shape_ratios,
         pairs=len(samples),
         session_gains=session_gains,
@@ -155,7 +159,7 @@ def noise_floor(samples: list[PairSample], labels: list[str]) -> tuple[float, di
         if any(math.isnan(log) for log in logs):
             return math.nan
         deviation = statistics.pstdev(logs) if len(logs) > 1 else 0.0
-        return math.exp(abs(statistics.fmean(logs)) + deviation) - 1
+        return _exp(abs(statistics.fmean(logs)) + deviation) - 1
 
     aggregate_logs = [sum(logs.values()) / len(logs) for logs in per_pair]
     return spread(aggregate_logs), {label: spread([logs[label] for logs in per_pair]) for label in labels}

@@ -248,9 +248,24 @@ def read_file_at(repo: Repo, commit: str, path: str) -> bytes | None:
     return None if blob is None else read_blob(repo, blob)
 
 
+def has_notes(repo: Repo, notes_ref: str) -> bool:
+    """Whether `notes_ref` exists; CampaignError, naming the way back, when it exists but is no
+    notes commit (set by hand, or a hostile push), which every `git notes` command would die on."""
+    if rev(repo, notes_ref, peel="") is None:
+        return False
+    if rev(repo, notes_ref) is None:
+        raise CampaignError(
+            f"{notes_ref} points at {rev(repo, notes_ref, peel='')}, which is not a notes commit: no note"
+            " under it can be read or written",
+            f"put back its last notes commit: `git reflog show {notes_ref}` lists them, then"
+            f" `git update-ref {notes_ref} COMMIT`",
+        )
+    return True
+
+
 def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
     """{annotated commit: note blob} for a whole notes ref, in one command."""
-    if rev(repo, notes_ref, peel="") is None:
+    if not has_notes(repo, notes_ref):
         return {}
     out = repo.git.notes("--ref", notes_ref, "list")
     pairs = (line.split() for line in out.splitlines() if line)
@@ -260,7 +275,7 @@ def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
 def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
     """The note's bytes exactly as written, or None; a note over MAX_NOTE_BYTES (notes arrive by
     pull from anyone) is an error naming it, never read into memory."""
-    if rev(repo, notes_ref, peel="") is None:
+    if not has_notes(repo, notes_ref):
         return None
     try:
         blob = repo.git.notes("--ref", notes_ref, "list", commit).strip()
@@ -281,7 +296,7 @@ def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
 def note_history(repo: Repo, notes_ref: str, commit: str) -> list[str]:
     """Every blob the note on `commit` has held in `notes_ref`'s history, newest first: what a
     damaged note is restored from (each `git notes add` is a commit of the notes ref)."""
-    if rev(repo, notes_ref, peel="") is None:
+    if not has_notes(repo, notes_ref):
         return []
     out = repo.git.log("--format=", "--raw", "--no-abbrev", "--no-renames", notes_ref)
     blobs: list[str] = []

@@ -234,10 +234,11 @@ def load_shapes(spec: str) -> list[Shape]:
         except yaml.YAMLError as exc:
             raise CampaignError(f"shape file {spec} is not valid YAML: {exc}", "fix the YAML syntax") from exc
         shapes = shapes_from_data(data, spec)
-        for shape in shapes:
-            _require_fit(shape, spec)
-        return shapes
-    return preset(spec)
+    else:
+        shapes = preset(spec)
+    for shape in shapes:
+        _require_fit(shape, spec)
+    return shapes
 
 
 # No single GPU holds half a TiB (the largest hold 192-288 GB); a shape whose operands alone need
@@ -255,7 +256,7 @@ def _require_fit(shape: Shape, source: str) -> None:
             f"{source}: shape {shape.label} needs at least {2 * elements / 1e9:.0f} GB for its operands and"
             f" output alone (M={shape.M}, N={shape.N}, K={shape.K}), more than any GPU holds: every run of it"
             " would be an ERROR row",
-            f"fix the sizes in {source} (M, N and K are elements, not bytes)",
+            f"fix the shapes ({source}): M, N and K count elements, not bytes",
         )
 
 

@@ -290,9 +290,19 @@ def integrate(
 ) -> SyncResult:
     """Bring the refs `theirs` (already fetched) into this clone without losing anything of ours."""
     ours = campaign_refs(repo, name)
+    for notes_ref in NOTES_REFS:
+        g.has_notes(repo, notes_ref)  # a broken notes ref of ours stops here, named, before any move
+    not_notes = [ref for ref in NOTES_REFS if ref in theirs and g.rev(repo, theirs[ref]) is None]
+    if not_notes:
+        raise CampaignError(
+            f"{source}'s {', '.join(not_notes)} is not a notes commit; nothing was changed",
+            f"have {source}'s notes ref put back by whoever pushed it (`git reflog show` on their side)",
+        )
+    main_ref = str(CampaignRef.main(name))
+    if main_ref in theirs:
+        _require_manifest(repo, name, theirs[main_ref], source)
     comparison = compare(repo, ours, theirs)
     problems = list(comparison.conflicts)
-    main_ref = str(CampaignRef.main(name))
     superseded: list[str] = []
     for ref in comparison.refs_in(DIVERGED):
         if ref == main_ref and supersede:
@@ -346,6 +356,19 @@ def integrate(
     return result
 
 
+def _require_manifest(repo: Repo, name: str, main: str, source: str) -> None:
+    """The other side's accepted line must carry the campaign's manifest, or every command here
+    would stop on it once it arrived."""
+    try:
+        Campaign(repo, name).manifest(main)
+    except CampaignError as exc:
+        raise CampaignError(
+            f"{source}'s {C.main_branch(name)} ({main[:12]}) is not a campaign's accepted line: {exc.message};"
+            " nothing was changed",
+            f"bring the campaign from a clone where `git campaign status --campaign {name}` works",
+        ) from exc
+
+
 def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]:
     """The accepted rounds on this clone's main since it forked from the other side's (oldest first);
     anything else there (a report, a rollback commit) cannot be superseded automatically."""
@@ -353,7 +376,8 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     notes = Campaign(repo, name).verdicts()
     for commit in commits:
         standing = verdict.standing(notes.get(commit, []))
-        if not standing or standing.decision not in C.ACCEPTED:
+        # A superseded one is what a supersede interrupted before main moved back left: go on.
+        if not standing or (standing.decision not in C.ACCEPTED and not verdict.superseded(standing)):
             raise CampaignError(
                 f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
                 "only accepted rounds can be superseded; nothing was changed",
@@ -386,45 +410,53 @@ def _supersede(
     for commit in commits:
         standing = verdict.standing(notes[commit])
         assert standing is not None and standing.round is not None  # `_own_acceptances` checked it
-        number = standing.round
-        kept_as = ""
-        if number in numbers_there and their_refs.get(str(CampaignRef.round_branch(name, number))) != commit:
-            number = max(taken) + 1
-            taken.add(number)
-            kept_as = f", kept as round {number} ({source}'s round {standing.round} is another commit)"
-        verdict.append(
-            repo,
-            commit,
-            VerdictDoc.of(
-                {
-                    "campaign": name,
-                    "round": number,
-                    "phase": Phase.OVERRIDE,
-                    "hypothesis": standing.get("hypothesis", ""),
-                    "decision": Decision.REJECT,
-                    "previous_decision": standing.decision,
-                    "reasons": [C.REASON_SUPERSEDED],
-                    "notes": [
-                        f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
-                        + kept_as
-                    ],
-                    "commit": commit,
-                    "incumbent": theirs,
-                }
-            ),
+        accepted_as = next(
+            (doc.round for doc in reversed(notes[commit]) if doc.decision in C.ACCEPTED and doc.round),
+            standing.round,
         )
+        number, kept_as = standing.round, ""
+        if not verdict.superseded(standing):  # else an interrupted supersede noted it already
+            if (
+                number in numbers_there
+                and their_refs.get(str(CampaignRef.round_branch(name, number))) != commit
+            ):
+                number = max(taken) + 1
+                taken.add(number)
+                kept_as = f", kept as round {number} ({source}'s round {accepted_as} is another commit)"
+            verdict.append(
+                repo,
+                commit,
+                VerdictDoc.of(
+                    {
+                        "campaign": name,
+                        "round": number,
+                        "phase": Phase.OVERRIDE,
+                        "hypothesis": standing.get("hypothesis", ""),
+                        "decision": Decision.REJECT,
+                        "previous_decision": standing.decision,
+                        "reasons": [C.REASON_SUPERSEDED],
+                        "notes": [
+                            f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                            + kept_as
+                        ],
+                        "commit": commit,
+                        "incumbent": theirs,
+                    }
+                ),
+            )
         if g.rev(repo, C.rejected_ref(name, number)) is None:
             g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
-        round_branch = campaign.round_branch(standing.round)
         started_from = g.parent(repo, commit)
-        if (
-            started_from and g.rev(repo, campaign.round_ref(standing.round)) == commit
-        ):  # as a REJECT resets it
+        if started_from and g.rev(repo, campaign.round_ref(accepted_as)) == commit:  # as a REJECT resets it
             g.move_branch(
-                repo, round_branch, started_from, commit, f"campaign: reset superseded round {standing.round}"
+                repo,
+                campaign.round_branch(accepted_as),
+                started_from,
+                commit,
+                f"campaign: reset superseded round {accepted_as}",
             )
         lines.append(
-            f"round {standing.round} ({commit[:12]}) superseded by {source}'s line{kept_as}; re-run it on"
+            f"round {accepted_as} ({commit[:12]}) superseded by {source}'s line{kept_as}; re-run it on"
             f' top: git campaign round -m "..." && git cherry-pick {commit[:12]}'
         )
     g.move_branch(repo, campaign.main_branch, fork, ours, f"campaign: superseded by {source}")

@@ -231,6 +231,16 @@ def standing(docs: Sequence[Doc]) -> Doc | None:
     return None
 
 
+def superseded(doc: Mapping[str, Any] | None) -> bool:
+    """A standing decision that `pull --supersede` wrote: REJECT, because the other clone's line
+    was kept. Until the pull has moved main back, only the pull finishes it (never a rollback)."""
+    return (
+        doc is not None
+        and doc.get("decision") == Decision.REJECT
+        and C.REASON_SUPERSEDED in (doc.get("reasons") or [])
+    )
+
+
 def read(repo: Repo, commit: str) -> list[VerdictDoc]:
     return parse_stream(g.read_note(repo, C.NOTES_VERDICT, commit))
 

@@ -106,6 +106,13 @@ def test_an_infinite_figure_never_passes_and_never_crashes() -> None:
         decide(paired_stats(samples, LABELS), C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
 
 
+def test_figures_far_apart_never_crash() -> None:
+    """1e-310 against 100: the quotient overflowed to inf, and `statistics.stdev` then raised."""
+    samples = [PairSample({"a": 1e-310}, {"a": 100.0}, 1), PairSample({"a": 1e-300}, {"a": 1e300}, 1)]
+    outcome = decide(paired_stats(samples, ["a"]), C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
+    assert (outcome.decision, outcome.reasons) == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])
+
+
 def test_slower_is_not_faster_and_tiny_gain_is_within_noise() -> None:
     slower = paired_stats(measure(random.Random(0), dict.fromkeys(LABELS, 0.98), 0.001, 3, 1), LABELS)
     assert decide(slower, C.METRIC_FORWARD, 0.0, {}, 0.01, 1).reasons == [C.REASON_NOT_FASTER]

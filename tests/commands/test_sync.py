@@ -378,3 +378,72 @@ def test_a_fresh_clone_pulls_the_remotes_campaign_without_naming_it(
     with pytest.raises(CampaignError, match="origin has 2 campaigns: demo, other") as refused:
         pull(second, None, "origin")
     assert "--campaign" in refused.value.hint
+
+
+def test_a_supersede_interrupted_before_main_moved_is_finished_by_the_next_pull(
+    team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pull --supersede` notes the REJECT and pins the round before it moves main back: killed in
+    between, the next `pull --supersede` refused ("not an accepted round"), and `validate` would
+    have rolled the round back with a revert commit, diverging further."""
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    validate(alice, None, probe=False)
+    push(alice, None)
+    mine = commit_round(bob, "wider tiles", 130)
+    validate(bob, None, probe=False)
+    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    real_move = g.move_branch
+
+    def killed_before_main_moves(repo: object, branch: str, *args: object, **kwargs: object) -> None:
+        if branch == C.main_branch(NAME):
+            raise KeyboardInterrupt
+        real_move(repo, branch, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(g, "move_branch", killed_before_main_moves)
+    with pytest.raises(KeyboardInterrupt):
+        pull(bob, None, supersede=True)
+    monkeypatch.undo()
+    assert status(bob, NAME).to_json()["rounds"]["pending"] == 0  # validate must not roll it back
+    pull(bob, None, supersede=True)
+    assert refs(bob)[f"refs/heads/{C.main_branch(NAME)}"] == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+    repo = g.open_repo(bob)
+    assert [doc["reasons"] for doc in verdict.read(repo, mine)][-1] == [C.REASON_SUPERSEDED]
+    assert len([doc for doc in verdict.read(repo, mine) if doc.get("phase") == "OVERRIDE"]) == 1
+    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+
+
+def test_a_remote_notes_ref_that_is_no_notes_commit_changes_nothing(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    junk = (
+        subprocess.run(
+            ["git", "-C", str(origin), "hash-object", "-w", "--stdin"],
+            input=b"junk\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    git(origin, "update-ref", C.NOTES_VERDICT, junk)
+    before = refs(bob)
+    with pytest.raises(CampaignError, match="is not a notes commit; nothing was changed"):
+        pull(bob, None)
+    assert refs(bob) == before
+
+
+def test_a_remote_main_without_a_manifest_changes_nothing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A branch named like a campaign's main that is not one (no manifest): pulled, every command
+    there would stop on the missing manifest."""
+    alice, _, origin = team
+    git(origin, "update-ref", "refs/heads/campaign/other/main", git(alice, "rev-parse", "main").strip())
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    before = git(fresh, "for-each-ref", "refs/heads", "refs/notes", "refs/campaign")
+    with pytest.raises(CampaignError, match="is not a campaign's accepted line: .*manifest.yaml is missing"):
+        pull(fresh, "other", "origin")
+    assert git(fresh, "for-each-ref", "refs/heads", "refs/notes", "refs/campaign") == before

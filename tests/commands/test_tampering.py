@@ -241,6 +241,30 @@ def test_a_missing_baseline_verdict_is_an_error_naming_the_fix(project: Path) ->
         open_round(project, None, "faster")  # the frozen-field check runs again
 
 
+def test_a_notes_ref_that_is_no_notes_commit_names_the_way_back(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notes ref moved to a blob (by hand, or by a hostile push): `git notes list` dies on it, and
+    every verb ended in "internal error"."""
+    previous = git(project, "rev-parse", C.NOTES_VERDICT).strip()
+    blob = (
+        subprocess.run(
+            ["git", "-C", str(project), "hash-object", "-w", "--stdin"],
+            input=b"junk\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    git(project, "update-ref", C.NOTES_VERDICT, blob)
+    code, out = cli(project, capsys, "status")
+    assert code == 1 and f"{C.NOTES_VERDICT} points at {blob}, which is not a notes commit" in out
+    assert f"git reflog show {C.NOTES_VERDICT}" in out
+    git(project, "update-ref", C.NOTES_VERDICT, previous)
+    assert cli(project, capsys, "status")[0] == 0
+
+
 def test_commit_on_main_during_validate_is_reported_not_stuck(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -514,6 +538,8 @@ def test_a_shape_no_gpu_can_hold_is_refused_at_init(tmp_path: Path, monkeypatch:
     with pytest.raises(CampaignError, match="huge needs at least 16384 GB") as info:
         init(root, options(shapes="huge.yaml"))
     assert "huge.yaml" in info.value.hint and snapshot(root) == before
+    with pytest.raises(CampaignError, match="llama3.1-8b-qkv-mbs100000 needs at least"):
+        init(root, options(shapes="llama3.1-8b:mbs=100000"))  # a preset scaled past any GPU
 
 
 def test_incumbent_nan_is_not_blamed_on_the_candidate(project: Path) -> None:

@@ -4,8 +4,11 @@ manifest, which a pull or an import can bring from anyone.
 `yaml.safe_load` builds no objects, but it still expands aliases: a few hundred bytes of nested
 anchors (a "billion laughs") become a structure that every later walk over it (the verdict cache's
 JSON, a report) multiplies into gigabytes and minutes. Campaign documents are written by
-`yaml.dump` of plain data, which never emits an alias, so an alias here is refused outright; and a
-document is bounded in bytes, nodes and depth before anything is built from it.
+`yaml.dump` of plain data, which never emits an alias, so an alias here is refused outright; a
+document is bounded in bytes, nodes and depth before anything is built from it; and what is built
+must be plain data (mappings keyed by names, lists, strings, numbers, booleans, null): a date, bytes
+or a set (`2026-01-01`, `!!binary`, `!!set`) is refused, as no campaign document holds one and the
+readers (the verdict cache's JSON first) would fail on it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def load(text: str | bytes) -> object:
         raise UnsafeYAML(f"{size} bytes, over the {MAX_BYTES} a campaign document may hold")
     try:
         _check_events(text)
-        return yaml.load(text, Loader=_LOADER)
+        return _plain(yaml.load(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UnsafeYAML(f"not valid YAML ({problem})") from None
@@ -55,3 +58,20 @@ def _check_events(text: str | bytes) -> None:
             depth -= 1
         if nodes > MAX_NODES:
             raise UnsafeYAML(f"over {MAX_NODES} YAML nodes")
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise UnsafeYAML(f"a mapping key is {type(key).__name__} {key!r}, not a name")
+            _plain(item)
+    elif isinstance(value, list):
+        for item in value:
+            _plain(item)
+    elif not isinstance(value, _SCALARS):
+        raise UnsafeYAML(f"it holds a {type(value).__name__} value ({str(value)[:40]}), not plain data")
+    return value

@@ -134,9 +134,73 @@ class VerdictDoc(Mapping[str, Any]):
         return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
 
 
+def _number(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _texts(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+
+def _numbers_by_name(value: object) -> bool:
+    return value is None or (isinstance(value, dict) and all(map(_number, value.values())))
+
+
+def _interval(value: object) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 2 and all(map(_number, value)))
+
+
+def _per_shape(value: object) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and all(
+            isinstance(shape, dict)
+            and _text(shape.get("check"))
+            and all(_number(shape.get(key)) for key in ("ratio", "incumbent", "candidate", "value"))
+            for shape in value.values()
+        )
+    )
+
+
+def _mapping(value: object) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+def _sequence(value: object) -> bool:
+    return value is None or isinstance(value, list)
+
+
+# The fields the readers use (lineage, status, show, report, a resumed validate), each with the
+# shape it must have; a document with another is skipped like invalid YAML, never fatal to a reader.
+_FIELDS = {
+    "hypothesis": (_text, "a string"),
+    "phase": (_text, "a string"),
+    "commit": (_text, "a string"),
+    "incumbent": (_text, "a string"),
+    "measured_commit": (_text, "a string"),
+    "transfer": (_text, "a string"),
+    "written": (_text, "a string"),
+    "reasons": (_texts, "a list of strings"),
+    "notes": (_texts, "a list of strings"),
+    "representative_shapes": (_texts, "a list of strings"),
+    "ratio": (_number, "a number"),
+    "ci": (_interval, "two numbers"),
+    "aggregate": (_numbers_by_name, "numbers by name"),
+    "shapes": (_per_shape, "a mapping of shapes to their figures"),
+    "csv_note": (_mapping, "a mapping"),
+    "gates": (_mapping, "a mapping"),
+    "samples": (_sequence, "a list"),
+}
+
+
 def not_a_document(doc: object) -> str | None:
     """Why a parsed YAML value is not a verdict document (no campaign, a round that is not a
-    number, a decision that is not a `Decision`), or None when it is one."""
+    number, a decision that is not a `Decision`, a field of another shape than readers expect), or
+    None when it is one."""
     if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
         return "not a mapping with a `campaign` name"
     number, decision = doc.get("round"), doc.get("decision")
@@ -144,6 +208,9 @@ def not_a_document(doc: object) -> str | None:
         return f"round {number!r} is not a number"
     if decision is not None and decision not in DECISIONS:
         return f"decision {decision!r} is not one of {', '.join(DECISIONS)}"
+    for name, (fits, what) in _FIELDS.items():
+        if not fits(doc.get(name)):
+            return f"field {name!r} is not {what}: {str(doc[name])[:60]}"
     return None
 
 

@@ -27,6 +27,9 @@ def test_a_plain_document_reads_as_yaml_does() -> None:
         ("xs: [" + ", ".join(["1"] * 300_000) + "]\n", "over 250000 YAML nodes"),
         ("a: [1\n", "not valid YAML"),
         ("x: " + "y" * (safe_yaml.MAX_BYTES + 1), "bytes, over the"),
+        ("written: 2026-01-01\n", "holds a date value"),  # plain data only: JSON holds no date
+        ("b: !!binary aGk=\n", "holds a bytes value"),
+        ("1: one\n", "a mapping key is int 1"),
     ],
 )
 def test_refused_with_the_reason(text: str, why: str) -> None:

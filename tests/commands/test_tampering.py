@@ -265,6 +265,42 @@ def test_a_notes_ref_that_is_no_notes_commit_names_the_way_back(
     assert cli(project, capsys, "status")[0] == 0
 
 
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ("written: 2026-01-01", "it holds a date value"),  # the verdict cache's JSON failed on it
+        ("when: !!binary aGk=", "it holds a bytes value"),
+        ("1: one", "a mapping key is int 1"),
+        ("reasons: 5", "field 'reasons' is not a list of strings"),  # ", ".join(5) in the lineage
+        ("shapes: {s-small: {ratio: fast}}", "field 'shapes' is not a mapping of shapes"),
+        ("ci: 3", "field 'ci' is not two numbers"),
+    ],
+)
+def test_a_field_of_another_type_in_a_note_breaks_no_reader(
+    project: Path, capsys: pytest.CaptureFixture[str], field: str, why: str
+) -> None:
+    """A document that git's records back (the right commit, parent and tree) with one field of a
+    type no reader expects made status, log, show and `report --html` end in "internal error"."""
+    commit = commit_round(project, "faster", 150)
+    parent = git(project, "rev-parse", f"{commit}^").strip()
+    tree = git(project, "rev-parse", f"{commit}^{{tree}}").strip()
+    text = (
+        f"campaign: {NAME}\nround: 2\nphase: OVERRIDE\ndecision: REJECT\ncommit: {commit}\n"
+        f"incumbent: {parent}\ntree: {tree}\n{field}\n"
+    )
+    g.write_note(g.open_repo(project), C.NOTES_VERDICT, commit, text.encode())
+    for argv in (
+        ["status"],
+        ["log"],
+        ["show", "2"],
+        ["report", "--html", "-o", str(project.parent / "r.html")],
+    ):
+        code, out = cli(project, capsys, *argv)
+        assert code == 0, out
+        assert f"document 1: {why}" in out
+    assert rounds(project)[2] == STATUS_OPEN  # the skipped REJECT decided nothing
+
+
 def test_commit_on_main_during_validate_is_reported_not_stuck(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -214,17 +214,21 @@ def config_get(repo: Repo, key: str) -> str | None:
 
 
 def config_set(repo: Repo, key: str, value: str) -> None:
-    repo.git.config(key, value)
+    """Under the repository lock: git refuses a second writer of `.git/config` at once ("could not
+    lock config file"), and two campaigns' commands (or an MCP server's threads) write it."""
+    with repo_lock(repo):
+        repo.git.config(key, value)
 
 
 def config_add_once(repo: Repo, key: str, value: str) -> None:
-    """Add a multi-valued config entry unless it is already there."""
-    try:
-        values = repo.git.config("--get-all", key).splitlines()
-    except GitCommandError:
-        values = []
-    if value not in values:
-        repo.git.config("--add", key, value)
+    """Add a multi-valued config entry unless it is already there (under the lock, as config_set)."""
+    with repo_lock(repo):
+        try:
+            values = repo.git.config("--get-all", key).splitlines()
+        except GitCommandError:
+            values = []
+        if value not in values:
+            repo.git.config("--add", key, value)
 
 
 # -- objects and notes ------------------------------------------------------------------------------

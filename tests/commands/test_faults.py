@@ -478,3 +478,38 @@ def test_a_killed_import_leaves_no_refs_behind(tmp_path: Path) -> None:
     code, stderr = run(clone, ["status"])  # any command that recovers drops them too
     assert code == 0, stderr
     assert "refs/campaign-remote/" not in git(clone, "for-each-ref")
+
+
+def test_threads_writing_the_config_lose_nothing(tmp_path: Path) -> None:
+    """Two campaigns' `round` write branch descriptions, `pull` and `init` the notes settings: git
+    refuses a second writer of `.git/config` at once ("could not lock config file")."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    failures: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            for step in range(10):
+                g.config_set(
+                    g.open_repo(root), f"branch.campaign/c{index}/round-{step}.description", f"h{index}"
+                )
+                g.config_add_once(g.open_repo(root), "notes.displayRef", f"refs/notes/t{index}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    repo = g.open_repo(root)
+    assert all(
+        g.config_get(repo, f"branch.campaign/c{index}/round-{step}.description") == f"h{index}"
+        for index in range(6)
+        for step in range(10)
+    )
+    assert sorted(repo.git.config("--get-all", "notes.displayRef").split()) == [
+        f"refs/notes/t{i}" for i in range(6)
+    ]

@@ -20,7 +20,7 @@ from gitcampaign import git as g
 from gitcampaign import safe_yaml, verdict
 from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.manifest import Manifest, frozen_changes, parse_manifest
-from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.refs import HEADS, MAX_ROUND, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Phase, Status, escape_not_utf8, hypothesis_of
 
@@ -248,7 +248,13 @@ class Campaign:
 
     def next_round_number(self) -> int:
         used = set(self.round_branches()) | set(self.rejected_pins())
-        return max(used, default=1) + 1
+        number = max(used, default=1) + 1
+        if number > MAX_ROUND:
+            raise CampaignError(
+                f"campaign {self.name} has a round {number - 1}: round numbers stop at {MAX_ROUND}",
+                f"start a new campaign (`git campaign init {self.name}-2 ...`)",
+            )
+        return number
 
     def verdicts(self) -> dict[str, list[VerdictDoc]]:
         """{commit: verdict documents} for every annotated commit, read in bulk."""

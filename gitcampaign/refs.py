@@ -18,7 +18,11 @@ from gitcampaign.vocabulary import StrEnum
 HEADS = "refs/heads/"
 NAMESPACE = "campaign"
 
-_ROUND = re.compile(r"round-(\d+)")
+# Round 1 is the baseline, so a round branch or pin is round 2 or later, written without leading
+# zeros (`round-02` would be a second name for round 2), and within MAX_ROUND: a ref named otherwise
+# (by hand, or brought by a pull) is no round of the campaign.
+MAX_ROUND = 999_999
+_ROUND = re.compile(r"round-([1-9][0-9]{0,5})")
 
 
 class RefKind(StrEnum):
@@ -96,4 +100,4 @@ class CampaignRef:
 
 def _round_number(name: str) -> int | None:
     match = _ROUND.fullmatch(name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match and int(match.group(1)) >= 2 else None

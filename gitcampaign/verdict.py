@@ -224,9 +224,11 @@ def read_stream(raw: bytes | None) -> tuple[list[VerdictDoc], list[str]]:
     """(the well-formed documents, why each other one was skipped: "document 2: ...")."""
     docs: list[VerdictDoc] = []
     skipped: list[str] = []
-    parts = (
-        [part for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()] if raw else []
-    )
+    if raw is None:
+        return docs, skipped
+    parts = [part for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()]
+    if not parts:  # an emptied note is damage too: the round it decided would read as "empty"
+        return docs, ["the note holds no document"]
     for number, part in enumerate(parts, start=1):
         try:
             parsed = safe_yaml.load(part)

@@ -209,6 +209,17 @@ def test_a_broken_verdict_on_an_accepted_round_names_the_note_and_its_restore(
     assert rounds(project)[2] == STATUS_ACCEPTED and "damaged" not in cli(project, capsys, "status")[1]
 
 
+def test_an_emptied_verdict_on_an_accepted_round_is_damage(project: Path) -> None:
+    commit = commit_round(project, "faster", 150)
+    validate(project, None)
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "add", "-f", "--allow-empty", "-m", "", commit)
+    assert rounds(project)[2] == "damaged"
+    with pytest.raises(CampaignError, match="the note holds no document") as info:
+        validate(project, None)
+    git(project, *info.value.hint.split("`")[1].split()[1:])
+    assert rounds(project)[2] == STATUS_ACCEPTED
+
+
 def test_an_edited_ratio_on_an_accepted_round_is_damage_not_an_empty_round(project: Path) -> None:
     """A document that parses but that git's records no longer back (its ratio edited by hand)."""
     commit = commit_round(project, "faster", 150)

@@ -39,6 +39,8 @@ class StatusResult:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         del data["main_branch"], data["backend"]  # shown in the text; the JSON has kept its keys
+        if data["damaged"] is None:
+            del data["damaged"]  # present only where a record cannot be read
         return data
 
 

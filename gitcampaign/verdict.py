@@ -257,7 +257,9 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> tuple[dict[str, list[Verdict
         cache: dict[str, dict[str, list[Any]]] = json.loads(cache_path.read_text())
     except (OSError, ValueError):
         cache = {}
-    missing = {blob for blob in blobs.values() if blob not in cache}
+    if not isinstance(cache, dict):  # a damaged cache is only slower: it is rebuilt
+        cache = {}
+    missing = {blob for blob in blobs.values() if not _cached(cache.get(blob))}
     for blob in missing:
         size = g.blob_size(repo, blob)
         docs: list[VerdictDoc]
@@ -282,6 +284,14 @@ def read_many(repo: Repo, blobs: dict[str, str]) -> tuple[dict[str, list[Verdict
         commit: cache[blob]["skipped"] for commit, blob in blobs.items() if cache[blob]["skipped"]
     }
     return documents, skipped_by_commit
+
+
+def _cached(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("docs"), list)
+        and isinstance(entry.get("skipped"), list)
+    )
 
 
 def _documents(mappings: list[dict[str, Any]]) -> list[VerdictDoc]:

@@ -275,3 +275,16 @@ def test_a_latin1_round_that_skipped_the_hooks_is_decided_and_readable(project: 
     page = tmp_path / "report.html"
     write_report(project, None, page)
     assert "caf\\xe9 tiles" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("cache", ["[1, 2]", "{BLOBS}", "not json"])
+def test_a_damaged_verdict_cache_is_rebuilt(project: Path, cache: str) -> None:
+    """The cache of parsed verdict notes lives in the git dir: damaged, it costs a re-read."""
+    commit_round(project, "faster", 150)
+    validate(project, None)
+    repo = g.open_repo(project)
+    blobs = g.note_blobs(repo, C.NOTES_VERDICT).values()
+    path = g.common_dir(repo) / "campaign" / "verdict-cache-v3.json"
+    path.write_text(cache.replace("BLOBS", ", ".join(f'"{blob}": {{"docs": 7}}' for blob in blobs)))
+    _, rounds = Campaign(repo, NAME).lineage()
+    assert [entry.status for entry in rounds] == ["accepted"]

@@ -7,22 +7,22 @@ Reading the lineage costs a fixed number of git calls whatever the number of rou
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import verdict
-from gitcampaign.errors import CampaignError
+from gitcampaign import safe_yaml, verdict
+from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.manifest import COMMAND_FIELDS, Manifest, frozen_changes, parse_manifest
-from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.refs import HEADS, MAX_ROUND, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Phase, Status, hypothesis_of
+from gitcampaign.vocabulary import Phase, Status, escape_not_utf8, hypothesis_of
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -92,6 +92,7 @@ class Round:
     commit: str | None
     hypothesis: str
     docs: list[VerdictDoc] = field(default_factory=list)
+    damage: str = ""  # DAMAGED: why the verdict note on `commit` decides nothing
 
     @property
     def decision(self) -> VerdictDoc | None:
@@ -181,10 +182,10 @@ class Campaign:
                 f"run `git campaign init {self.name} ...` first",
             )
         try:
-            fields = yaml.safe_load(content)
-        except yaml.YAMLError as exc:
+            fields = safe_yaml.load(content)
+        except safe_yaml.UnsafeYAML as exc:
             raise CampaignError(
-                f"{path} on {main} is not valid YAML: {exc}", "repair the manifest on the campaign's main"
+                f"{path} on {main} is not read: {exc}", "repair the manifest on the campaign's main"
             ) from exc
         if not isinstance(fields, dict):
             raise CampaignError(
@@ -196,19 +197,34 @@ class Campaign:
         """The accepted-line commit this campaign's baseline recorded. Its own baseline verdict
         marks it, not any full-validation note: a campaign started on another's accepted line (a
         project whose main took that campaign's rounds) has the other's baseline in its history."""
-        baselines = {
-            commit for commit, docs in self.verdicts().items() if any(d.phase == Phase.BASELINE for d in docs)
+        candidates = {
+            commit: docs
+            for commit, docs in self.verdicts().items()
+            if any(d.phase == Phase.BASELINE for d in docs)
+        }
+        facts = verdict.commit_facts(self.repo, list(candidates))
+        baselines = {  # a baseline document counts only where git's records back it (as in `lineage`)
+            commit
+            for commit, docs in candidates.items()
+            if any(
+                d.phase == Phase.BASELINE and verdict.inconsistency(commit, d, facts.get(commit)) is None
+                for d in docs
+            )
         }
         chain = g.first_parent_chain(self.repo, self.accepted_head())
         return next((commit for commit in chain if commit in baselines), None)
 
     def require_baseline(self) -> Manifest:
+        """The manifest, once the records every decision compares against stand: the baseline (its
+        verdict note included), the frozen fields, and every round's verdict (`require_intact`)."""
         manifest = self.manifest()
         if manifest.csv_header is None or manifest.noise_floor is None:
             raise CampaignError(f"campaign {self.name} has no baseline yet", "run `git campaign baseline`")
+        self.require_intact()
         base = self.baseline_commit()
-        changed = frozen_changes(self.manifest(base), manifest) if base else []
-        if base and changed:
+        assert base is not None  # require_intact refused a baseline without its verdict
+        changed = frozen_changes(self.manifest(base), manifest)
+        if changed:
             commands = [name for name in changed if name in COMMAND_FIELDS]
             raise CampaignError(
                 f"{manifest.path}: {', '.join(changed)} changed by hand since the baseline ({base[:12]});"
@@ -242,17 +258,113 @@ class Campaign:
 
     def next_round_number(self) -> int:
         used = set(self.round_branches()) | set(self.rejected_pins())
-        return max(used, default=1) + 1
+        number = max(used, default=1) + 1
+        if number > MAX_ROUND:
+            raise CampaignError(
+                f"campaign {self.name} has a round {number - 1}: round numbers stop at {MAX_ROUND}",
+                f"start a new campaign (`git campaign init {self.name}-2 ...`)",
+            )
+        return number
 
     def verdicts(self) -> dict[str, list[VerdictDoc]]:
         """{commit: verdict documents} for every annotated commit, read in bulk."""
-        documents = verdict.read_many(self.repo, g.note_blobs(self.repo, C.NOTES_VERDICT))
+        return self._read_verdicts()[0]
+
+    def _read_verdicts(self) -> tuple[dict[str, list[VerdictDoc]], dict[str, list[str]]]:
+        """({commit: this campaign's documents}, {commit: why documents of its note were skipped}).
+        A skipped document cannot say whose it is, so every campaign warns about it."""
+        documents, skipped = verdict.read_many(self.repo, g.note_blobs(self.repo, C.NOTES_VERDICT))
+        for commit, problems in skipped.items():
+            warnings.warn(
+                CampaignWarning(
+                    f"the {C.NOTES_VERDICT} note on {commit[:12]}: {'; '.join(problems)}; skipped"
+                    f" (`git log -p {C.NOTES_VERDICT}` shows its earlier versions)"
+                ),
+                stacklevel=2,
+            )
         result = {}
         for commit, docs in documents.items():
             mine = [doc for doc in docs if doc.campaign == self.name]
             if mine:
                 result[commit] = mine
-        return result
+        return result, skipped
+
+    def require_intact(self) -> None:
+        """CampaignError naming the note and the command that restores it, where a record the
+        campaign's decisions stand on cannot be read: the baseline's verdict, or the verdict of a
+        round that the refs show decided (accepted onto the line) while its note decides nothing.
+        Every command that decides or reports stops here with the same words, so no two of them
+        send the user in circles."""
+        if self.manifest().csv_header is not None and self.baseline_commit() is None:
+            raise self._missing_baseline()
+        _, rounds = self.lineage()
+        damaged = [entry for entry in rounds if entry.status == Status.DAMAGED]
+        if damaged:
+            entry = damaged[0]
+            assert entry.commit is not None
+            raise CampaignError(
+                f"round {entry.number}'s verdict ({C.NOTES_VERDICT} on {entry.commit[:12]}) decides nothing:"
+                f" {entry.damage}; the round is on {self.main_branch}, but its record cannot be read",
+                self._restore_hint(entry.commit, lambda docs: _decides_round(docs, entry.number)),
+            )
+
+    def integrity_error(self) -> CampaignError | None:
+        """What `require_intact` would stop on, for the commands that only read (status, next)."""
+        try:
+            self.require_intact()
+        except CampaignError as exc:
+            return exc
+        return None
+
+    def _missing_baseline(self) -> CampaignError:
+        commit = self._baseline_by_manifest()
+        where = f" on {commit[:12]}" if commit else ""
+        return CampaignError(
+            f"campaign {self.name}'s baseline verdict ({C.NOTES_VERDICT}{where}) is missing or cannot be"
+            " read: the frozen-field check and every comparison with the baseline need it",
+            self._restore_hint(commit, lambda docs: any(doc.phase == Phase.BASELINE for doc in docs))
+            if commit
+            else f"fetch the campaign's notes from a clone that has them (`git campaign pull`), or"
+            f" start a new campaign (`git campaign init {self.name}-2 ...`)",
+        )
+
+    def _baseline_by_manifest(self) -> str | None:
+        """The accepted-line commit that froze the manifest (the baseline's own commit), found
+        without its verdict: the first one whose manifest holds a CSV header."""
+        path = f"{C.campaign_dir(self.name)}/{C.MANIFEST_FILE}"
+        touching = self.repo.git.rev_list("--first-parent", "--reverse", self.accepted_head(), "--", path)
+        for commit in touching.split():
+            try:
+                if self.manifest(commit).csv_header is not None:
+                    return commit
+            except CampaignError:
+                continue
+        return None
+
+    def _restore_hint(self, commit: str, good: Callable[[list[VerdictDoc]], bool]) -> str:
+        """The command that puts back the last version of `commit`'s verdict note (from the notes
+        ref's own history) whose documents of this campaign git's records back and `good` accepts."""
+        facts = verdict.commit_facts(self.repo, [commit]).get(commit)
+        current = g.note_blobs(self.repo, C.NOTES_VERDICT).get(commit)
+        for blob in g.note_history(self.repo, C.NOTES_VERDICT, commit):
+            if blob == current:
+                continue
+            docs = [
+                doc
+                for doc in verdict.parse_stream(g.read_blob(self.repo, blob))
+                if doc.campaign == self.name and verdict.inconsistency(commit, doc, facts) is None
+            ]
+            if good(docs):
+                return (
+                    f"restore its last good version from the notes history: `git notes --ref"
+                    f" {C.NOTES_VERDICT} add -f -C {blob} {commit}` (`git log -p {C.NOTES_VERDICT}`"
+                    " lists every version)"
+                )
+        return (
+            f"no earlier version in `git log -p {C.NOTES_VERDICT}` records it: fetch the notes from a clone"
+            f" that has them (`git campaign pull`), or remove the note (`git notes --ref {C.NOTES_VERDICT}"
+            f" remove {commit}`) to go on without that record"
+        )
 
     def lineage(self) -> tuple[list[VerdictDoc], list[Round]]:
         """(baseline documents, rounds by number) from refs and notes, without per-round git calls.
@@ -263,13 +375,28 @@ class Campaign:
         """
         head = self.accepted_head()
         accepted_line = set(g.first_parent_chain(self.repo, head))
-        notes = self.verdicts()
+        notes, skipped = self._read_verdicts()
         facts = verdict.commit_facts(self.repo, list(notes))
-        valid = {
-            commit: kept
-            for commit, docs in notes.items()
-            if (kept := [d for d in docs if verdict.inconsistency(commit, d, facts.get(commit)) is None])
-        }
+        absent = [commit[:12] for commit in notes if commit not in facts]
+        if absent:
+            warnings.warn(
+                CampaignWarning(
+                    f"{len(absent)} verdict note(s) of campaign {self.name} annotate no commit of this repository"
+                    f" ({', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}: pruned by `git gc`, or"
+                    f" not a commit); skipped. `git notes --ref {C.NOTES_VERDICT} prune` removes the notes of"
+                    " objects that are gone"
+                ),
+                stacklevel=2,
+            )
+        valid: dict[str, list[VerdictDoc]] = {}
+        refuted: dict[str, list[str]] = {}
+        for commit, docs in notes.items():
+            for doc in docs:
+                reason = verdict.inconsistency(commit, doc, facts.get(commit))
+                if reason is None:
+                    valid.setdefault(commit, []).append(doc)
+                elif doc.decision is not None and doc.commit == commit:  # a copy (amend, rebase) is no damage
+                    refuted.setdefault(commit, []).append(f"its {doc.decision} document: {reason}")
         baseline = next(
             (
                 docs
@@ -284,6 +411,9 @@ class Campaign:
             if number is not None and number >= 2:
                 by_round.setdefault(number, {})[commit] = docs
         branches, pins = self.round_branches(), self.rejected_pins()
+        first_on: dict[str, int] = {}  # a round branch's tip -> the first round on it (its owner)
+        for number in sorted(branches):
+            first_on.setdefault(branches[number], number)
         rounds = []
         for number in sorted(set(branches) | set(pins) | set(by_round)):
             noted = by_round.get(number, {})
@@ -294,6 +424,7 @@ class Campaign:
             ]
             round_commit: str | None
             status: Status
+            damage: list[str] = []
             if accepted and accepted[0] != pin:
                 status, round_commit = Status.ACCEPTED, accepted[0]
             elif unapplied:
@@ -303,7 +434,15 @@ class Campaign:
             elif tip is not None and tip not in accepted_line:
                 status, round_commit = Status.OPEN, tip
             elif tip is not None:
-                status, round_commit = Status.EMPTY, None
+                # A tip on the accepted line is where an empty round started, unless that commit is
+                # the round's own and its note is damaged: then the round was decided, and no
+                # document shows it (a hand edit, a broken pull), which must not read as "empty".
+                if first_on[tip] == number and tip not in valid:
+                    damage = skipped.get(tip) or refuted.get(tip) or []
+                if damage:
+                    status, round_commit = Status.DAMAGED, tip
+                else:
+                    status, round_commit = Status.EMPTY, None
             else:
                 continue
             docs = noted.get(round_commit, []) if round_commit else []
@@ -313,8 +452,16 @@ class Campaign:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
             if not hypothesis and round_commit:  # a branch description stays in its clone; a message travels
                 hypothesis = hypothesis_of(g.commit_message(self.repo, round_commit))
-            rounds.append(Round(number, status, round_commit, hypothesis.strip(), docs))
+            # A description set by hand or a message committed past the hooks may hold bytes that
+            # are not UTF-8: carried as escapes, so the verdict and the report can hold them.
+            hypothesis = escape_not_utf8(hypothesis.strip())
+            rounds.append(Round(number, status, round_commit, hypothesis, docs, "; ".join(damage)))
         return baseline, rounds
+
+
+def _decides_round(docs: list[VerdictDoc], number: int) -> bool:
+    decision = verdict.standing([doc for doc in docs if doc.round == number])
+    return decision is not None and decision.decision in C.ACCEPTED
 
 
 def _accepted(docs: list[VerdictDoc]) -> bool:
@@ -329,7 +476,8 @@ def _unapplied(
     if not _applicable(docs, head):
         return False
     if on_line:  # only a rollback of the accepted head can be noted on the accepted line
-        return commit == head and not _accepted(docs)
+        # ... or a supersede killed before it moved main back, which only the pull finishes.
+        return commit == head and not _accepted(docs) and not verdict.superseded(verdict.standing(docs))
     # Pinned means rejected, unless the round branch still holds it (not reset yet) or a manual
     # accept of the rejected round was noted (the pin is not dropped yet).
     return commit != pin or commit == tip or _accepted(docs)

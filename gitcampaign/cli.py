@@ -11,8 +11,9 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 from tabulate import tabulate
@@ -20,7 +21,7 @@ from tabulate import tabulate
 from gitcampaign import __version__
 from gitcampaign import constants as C
 from gitcampaign.completion import COMPLETE_VAR
-from gitcampaign.errors import CampaignError
+from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.harness.ops import op_names
 from gitcampaign.progress import Progress
 
@@ -71,6 +72,8 @@ def status_text(result: StatusResult) -> str:
     else:
         lines.append("profile of the accepted head: none (`git campaign analyze`)")
     lines += [f"unfinished: {line}" for line in result.unfinished]
+    if result.damaged:
+        lines.append(f"damaged: {result.damaged}")
     lines.append(f"next: {result.next}")
     return "\n".join(lines)
 
@@ -1059,7 +1062,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        code = cli.main(args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", CampaignWarning)
+            warnings.showwarning = _WarningPrinter()
+            code = cli.main(
+                args=argv, prog_name="git campaign", complete_var=COMPLETE_VAR, standalone_mode=False
+            )
     except CampaignError as exc:
         click.echo(f"error: {exc.message}", err=True)
         if exc.hint:
@@ -1092,6 +1100,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return code if isinstance(code, int) else 0
+
+
+class _WarningPrinter:
+    """What the library skipped and went on without, as `warning: ...` lines on stderr, each once
+    per command (the lineage is read several times by one command)."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+
+    def __call__(
+        self,
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, CampaignWarning):
+            click.echo(warnings.formatwarning(message, category, filename, lineno).rstrip("\n"), err=True)
+        elif str(message) not in self.shown:
+            self.shown.add(str(message))
+            click.echo(f"warning: {message}", err=True)
 
 
 def entry() -> int:

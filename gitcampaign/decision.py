@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from dataclasses import dataclass, field
 
 from gitcampaign import constants as C
@@ -71,7 +72,7 @@ class PairedStats:
     shape_ratios: dict[str, float]
     pairs: int
     session_gains: list[float] = field(default_factory=list)
-    # "label (pair k)" where that side's metric was NaN or not positive: who is to blame for a NaN.
+    # "label (pair k)" where that side's metric was NaN, infinite or not positive: whom a NaN blames.
     invalid: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -92,8 +93,20 @@ def _log_ratios(sample: PairSample, labels: list[str]) -> dict[str, float]:
     ratios = {}
     for label in labels:
         inc, cand = sample.incumbent.get(label, math.nan), sample.candidate.get(label, math.nan)
-        ratios[label] = math.log(cand / inc) if inc > 0 and cand > 0 else math.nan
+        # A difference of logs: `cand / inc` overflows for figures far apart (1e-310 against 100).
+        ratios[label] = math.log(cand) - math.log(inc) if _measured(inc) and _measured(cand) else math.nan
     return ratios
+
+
+def _exp(log: float) -> float:
+    """exp, infinite past the largest float instead of OverflowError: a ratio that large is out of
+    all proportion, and `decide` rejects it as it rejects a NaN."""
+    return math.exp(log) if log < math.log(sys.float_info.max) else math.inf
+
+
+def _measured(value: float) -> bool:
+    """A figure a ratio can be taken of: positive and finite (NaN and infinity are no measurement)."""
+    return 0 < value < math.inf
 
 
 def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
@@ -109,29 +122,25 @@ def paired_stats(samples: list[PairSample], labels: list[str]) -> PairedStats:
         )
     else:
         half = math.inf
-    shape_ratios = {
-        label: math.exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels
-    }
+    shape_ratios = {label: _exp(sum(logs[label] for logs in per_pair) / len(per_pair)) for label in labels}
     invalid = {
         side: [
             f"{label} (pair {index + 1})"
             for index, sample in enumerate(samples)
             for label in labels
-            if not getattr(sample, side).get(label, math.nan) > 0
+            if not _measured(getattr(sample, side).get(label, math.nan))
         ]
         for side in ("incumbent", "candidate")
     }
     sessions = sorted({sample.session for sample in samples})
     session_gains = [
-        math.exp(
-            statistics.fmean(log for log, s in zip(aggregate_logs, samples, strict=True) if s.session == k)
-        )
+        _exp(statistics.fmean(log for log, s in zip(aggregate_logs, samples, strict=True) if s.session == k))
         - 1
         for k in sessions
     ]
     return PairedStats(
-        ratio=math.exp(mean_log),
-        ci=(math.exp(mean_log - half), math.exp(mean_log + half)),
+        ratio=_exp(mean_log),
+        ci=(_exp(mean_log - half), _exp(mean_log + half)),
         shape_ratios=shape_ratios,
         pairs=len(samples),
         session_gains=session_gains,
@@ -150,7 +159,7 @@ def noise_floor(samples: list[PairSample], labels: list[str]) -> tuple[float, di
         if any(math.isnan(log) for log in logs):
             return math.nan
         deviation = statistics.pstdev(logs) if len(logs) > 1 else 0.0
-        return math.exp(abs(statistics.fmean(logs)) + deviation) - 1
+        return _exp(abs(statistics.fmean(logs)) + deviation) - 1
 
     aggregate_logs = [sum(logs.values()) / len(logs) for logs in per_pair]
     return spread(aggregate_logs), {label: spread([logs[label] for logs in per_pair]) for label in labels}
@@ -178,7 +187,7 @@ def decide(
     so it stops the command (nothing recorded) instead of being blamed on the round."""
     if stats.invalid.get("incumbent"):
         raise CampaignError(
-            f"the incumbent (accepted head) measured NaN or a non-positive {metric} on "
+            f"the incumbent (accepted head) measured NaN, an infinite or a non-positive {metric} on "
             f"{', '.join(stats.invalid['incumbent'][:5])}: no decision can be made; nothing was recorded",
             "run the quick command on the accepted head by hand to see why, fix it, then validate again",
         )
@@ -187,7 +196,10 @@ def decide(
         return Outcome(
             Decision.REJECT,
             [C.REASON_CHECK_FAILED],
-            [f"the candidate's {metric} is NaN or not positive" + (f" on {shown}" if shown else "")],
+            [
+                f"the candidate's {metric} is NaN, infinite or not positive"
+                + (f" on {shown}" if shown else "")
+            ],
         )
     limit = regression_threshold(metric)
     regressed = {label: r for label, r in stats.shape_ratios.items() if r <= limit}

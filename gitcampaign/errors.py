@@ -13,3 +13,8 @@ class CampaignError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message}\nhint: {self.hint}" if self.hint else self.message
+
+
+class CampaignWarning(UserWarning):
+    """Something a command skipped and went on without (a damaged note): library code warns with
+    `warnings.warn(CampaignWarning(...))`, the CLI prints it as `warning: ...` on stderr."""

@@ -15,10 +15,13 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import git
 from git import Repo
@@ -26,6 +29,7 @@ from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from gitcampaign import process
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import TRACKING, import_pid
 
 ZERO_SHA = "0" * 40
 # Tests kill the process at a named step (`GITCAMPAIGN_FAULT=NAME`) and list the steps a command
@@ -33,6 +37,9 @@ ZERO_SHA = "0" * 40
 FAULT_ENV = "GITCAMPAIGN_FAULT"
 FAULT_TRACE_ENV = "GITCAMPAIGN_FAULT_TRACE"
 REPO_LOCK_WAIT_S = 120.0
+# A campaign note is a CSV of a few shapes or a stream of verdict documents (safe_yaml bounds each);
+# anything far larger did not come from gitcampaign, and is never read into memory.
+MAX_NOTE_BYTES = 64 * 1024 * 1024
 
 
 def open_repo(path: Path | str = ".") -> Repo:
@@ -86,8 +93,10 @@ def tree_of(repo: Repo, commit: str) -> str:
 
 
 def trees_and_parents(repo: Repo, commits: list[str]) -> dict[str, tuple[str, list[str]]]:
-    """{commit: (tree, parents)} of many commits in one `git log --no-walk` call."""
-    out = repo.git.log("--no-walk=unsorted", "--format=%H %T %P", *commits)
+    """{commit: (tree, parents)} of many commits in one `git log --no-walk` call; a commit this
+    repository does not have (a note can outlive its commit: `git gc` prunes the commit, not the
+    note) is left out rather than failing the whole call."""
+    out = repo.git.log("--no-walk=unsorted", "--ignore-missing", "--format=%H %T %P", *commits)
     found = {}
     for line in out.splitlines():
         sha, tree, *parents = line.split()
@@ -207,17 +216,21 @@ def config_get(repo: Repo, key: str) -> str | None:
 
 
 def config_set(repo: Repo, key: str, value: str) -> None:
-    repo.git.config(key, value)
+    """Under the repository lock: git refuses a second writer of `.git/config` at once ("could not
+    lock config file"), and two campaigns' commands (or an MCP server's threads) write it."""
+    with repo_lock(repo):
+        repo.git.config(key, value)
 
 
 def config_add_once(repo: Repo, key: str, value: str) -> None:
-    """Add a multi-valued config entry unless it is already there."""
-    try:
-        values = repo.git.config("--get-all", key).splitlines()
-    except GitCommandError:
-        values = []
-    if value not in values:
-        repo.git.config("--add", key, value)
+    """Add a multi-valued config entry unless it is already there (under the lock, as config_set)."""
+    with repo_lock(repo):
+        try:
+            values = repo.git.config("--get-all", key).splitlines()
+        except GitCommandError:
+            values = []
+        if value not in values:
+            repo.git.config("--add", key, value)
 
 
 # -- objects and notes ------------------------------------------------------------------------------
@@ -231,14 +244,34 @@ def read_blob(repo: Repo, sha: str) -> bytes:
     return repo.odb.stream(bytes.fromhex(sha)).read()
 
 
+def blob_size(repo: Repo, sha: str) -> int:
+    """The object's size, from its header (nothing is read into memory)."""
+    return int(repo.odb.info(bytes.fromhex(sha)).size)
+
+
 def read_file_at(repo: Repo, commit: str, path: str) -> bytes | None:
     blob = rev(repo, f"{commit}:{path}", peel="")
     return None if blob is None else read_blob(repo, blob)
 
 
+def has_notes(repo: Repo, notes_ref: str) -> bool:
+    """Whether `notes_ref` exists; CampaignError, naming the way back, when it exists but is no
+    notes commit (set by hand, or a hostile push), which every `git notes` command would die on."""
+    if rev(repo, notes_ref, peel="") is None:
+        return False
+    if rev(repo, notes_ref) is None:
+        raise CampaignError(
+            f"{notes_ref} points at {rev(repo, notes_ref, peel='')}, which is not a notes commit: no note"
+            " under it can be read or written",
+            f"put back its last notes commit: `git reflog show {notes_ref}` lists them, then"
+            f" `git update-ref {notes_ref} COMMIT`",
+        )
+    return True
+
+
 def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
     """{annotated commit: note blob} for a whole notes ref, in one command."""
-    if rev(repo, notes_ref, peel="") is None:
+    if not has_notes(repo, notes_ref):
         return {}
     out = repo.git.notes("--ref", notes_ref, "list")
     pairs = (line.split() for line in out.splitlines() if line)
@@ -246,14 +279,40 @@ def note_blobs(repo: Repo, notes_ref: str) -> dict[str, str]:
 
 
 def read_note(repo: Repo, notes_ref: str, commit: str) -> bytes | None:
-    """The note's bytes exactly as written, or None."""
-    if rev(repo, notes_ref, peel="") is None:
+    """The note's bytes exactly as written, or None; a note over MAX_NOTE_BYTES (notes arrive by
+    pull from anyone) is an error naming it, never read into memory."""
+    if not has_notes(repo, notes_ref):
         return None
     try:
-        blob = repo.git.notes("--ref", notes_ref, "list", commit)
+        blob = repo.git.notes("--ref", notes_ref, "list", commit).strip()
     except GitCommandError:
         return None
-    return read_blob(repo, blob.strip())
+    size = blob_size(repo, blob)
+    if size > MAX_NOTE_BYTES:
+        raise CampaignError(
+            f"the {notes_ref} note on {commit[:12]} is {size} bytes, over the {MAX_NOTE_BYTES} a campaign"
+            " note may hold: it was not written by gitcampaign",
+            f"see its history with `git log -p {notes_ref}`; restore an earlier version"
+            f" (`git notes --ref {notes_ref} add -f -C BLOB {commit[:12]}`) or remove it"
+            f" (`git notes --ref {notes_ref} remove {commit[:12]}`)",
+        )
+    return read_blob(repo, blob)
+
+
+def note_history(repo: Repo, notes_ref: str, commit: str) -> list[str]:
+    """Every blob the note on `commit` has held in `notes_ref`'s history, newest first: what a
+    damaged note is restored from (each `git notes add` is a commit of the notes ref)."""
+    if not has_notes(repo, notes_ref):
+        return []
+    out = repo.git.log("--format=", "--raw", "--no-abbrev", "--no-renames", notes_ref)
+    blobs: list[str] = []
+    for line in out.splitlines():
+        meta, _, path = line.partition("\t")
+        if not meta.startswith(":") or path.replace("/", "") != commit:
+            continue
+        _, _, old, new, _ = meta.split()
+        blobs += [blob for blob in (new, old) if blob != ZERO_SHA and blob not in blobs]
+    return blobs
 
 
 def write_note(repo: Repo, notes_ref: str, commit: str, content: bytes, replace: bool = False) -> str:
@@ -382,7 +441,19 @@ def recover(repo: Repo) -> list[str]:
         done += _finish_move(repo)
         done += process.sweep_orphans(procs_dir(repo))
         done += _sweep_worktrees(repo)
+        for label in stale_imports(repo):
+            for ref, sha in refs_under(repo, f"{TRACKING}/{label}/").items():
+                delete_ref(repo, ref, sha)
+            done.append(f"dropped {TRACKING}/{label}/, left by an interrupted import")
     return done
+
+
+def stale_imports(repo: Repo) -> list[str]:
+    """The tracking labels of imports whose process is gone (killed before it dropped them)."""
+    labels = {ref[len(TRACKING) + 1 :].split("/", 1)[0] for ref in refs_under(repo, f"{TRACKING}/")}
+    return sorted(
+        label for label in labels if (pid := import_pid(label)) is not None and not process.pid_alive(pid)
+    )
 
 
 def unfinished(repo: Repo) -> list[str]:
@@ -395,6 +466,7 @@ def unfinished(repo: Repo) -> list[str]:
         left.append(
             f"a killed command left {move['branch']} moving from {move['old'][:12]} to {move['new'][:12]}{detached}"
         )
+    left += [f"{TRACKING}/{label}/ of an interrupted import remains" for label in stale_imports(repo)]
     running = sum(orphan.still_running() for orphan in process.orphans(procs_dir(repo)))
     if running:
         left.append(f"{running} process(es) started by a killed command still run")
@@ -670,43 +742,70 @@ def campaign_lock(repo: Repo, campaign: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-_held_repo_locks: dict[str, int] = {}
+@dataclass
+class _RepoLockState:
+    """One repository's lock within this process: a thread lock that one thread at a time holds
+    (re-entrant for that thread), and the flock it takes on its first level, for other processes."""
+
+    threads: threading.RLock = field(default_factory=threading.RLock)
+    depth: int = 0  # levels the holding thread has entered; only that thread changes it
+    handle: IO[str] | None = None
+
+
+_repo_locks: dict[str, _RepoLockState] = {}
+_repo_locks_guard = threading.Lock()
+# A forked child has only the forking thread: a level another thread held is not the child's.
+os.register_at_fork(after_in_child=_repo_locks.clear)
 
 
 @contextmanager
 def repo_lock(repo: Repo) -> Iterator[None]:
     """Everything that writes shared refs, notes, the index or the work tree, across campaigns,
-    worktrees and processes of one repository. Held for seconds, never across a measurement, so a
-    second writer waits for it instead of failing; re-entrant within a process."""
+    worktrees, processes and the threads of one process (the MCP server runs tools in threads).
+    Held for seconds, never across a measurement, so a second writer waits for it instead of
+    failing; re-entrant within the thread that holds it."""
     key = str(common_dir(repo).resolve())
-    if _held_repo_locks.get(key):
-        _held_repo_locks[key] += 1
+    with _repo_locks_guard:
+        state = _repo_locks.setdefault(key, _RepoLockState())
+    deadline = time.monotonic() + REPO_LOCK_WAIT_S
+    if not state.threads.acquire(timeout=REPO_LOCK_WAIT_S):
+        raise _repo_lock_timeout()
+    try:
+        if state.depth == 0:
+            state.handle = _flock_repository(repo, deadline)
+        state.depth += 1
         try:
             yield
         finally:
-            _held_repo_locks[key] -= 1
-        return
+            state.depth -= 1
+            if state.depth == 0 and state.handle is not None:
+                fcntl.flock(state.handle, fcntl.LOCK_UN)
+                state.handle.close()
+                state.handle = None
+    finally:
+        state.threads.release()
+
+
+def _flock_repository(repo: Repo, deadline: float) -> IO[str]:
     path = common_dir(repo) / "campaign" / "repository.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        deadline = time.monotonic() + REPO_LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CampaignError(
-                        f"the repository stayed locked for {REPO_LOCK_WAIT_S:g} s by another campaign command",
-                        "wait for it to finish (`ps` shows it), then run the command again",
-                    ) from None
-                time.sleep(0.02)
-        _held_repo_locks[key] = 1
+    handle = open(path, "a+")  # noqa: SIM115 - closed when the outermost level is left
+    while True:
         try:
-            yield
-        finally:
-            _held_repo_locks[key] = 0
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise _repo_lock_timeout() from None
+            time.sleep(0.02)
+
+
+def _repo_lock_timeout() -> CampaignError:
+    return CampaignError(
+        f"the repository stayed locked for {REPO_LOCK_WAIT_S:g} s by another campaign command",
+        "wait for it to finish (`ps` shows it), then run the command again",
+    )
 
 
 def git_version() -> str:
@@ -790,15 +889,57 @@ def bundle_create(repo: Repo, path: Path, refs: list[str], exclude: list[str]) -
 def bundle_heads(repo: Repo, path: Path) -> dict[str, str]:
     """{ref: object} of a bundle, after checking that this repository has its prerequisites."""
     try:
-        _git(repo, "bundle", "verify", "--quiet", str(path))
+        # Not --quiet: with it, git says nothing at all about what is missing.
+        _git(repo, "bundle", "verify", str(path))
     except subprocess.CalledProcessError as exc:
+        missing = [
+            f"{sha[:12]}{f' ({comment})' if comment else ''}"
+            for sha, comment in _bundle_prerequisites(path)
+            if rev(repo, sha) is None
+        ]
+        said = " ".join(line for line in exc.stderr.decode(errors="replace").splitlines() if line.strip())
+        what = (
+            f"it needs commit {', '.join(missing)}, which this repository does not have"
+            if missing
+            else said or f"`git bundle verify` exited {exc.returncode}"
+        )
         raise CampaignError(
-            f"{path} cannot be imported here: {exc.stderr.decode().strip()}",
-            "import into a clone of the project the campaign ran on (`git fetch` its history first)",
+            f"{path} cannot be imported here: {what}",
+            "import into a clone of the project the campaign ran on (`git fetch` its history first), or"
+            " export the campaign with its history (`git campaign export NAME FILE --self-contained`)",
         ) from exc
     out = _git(repo, "bundle", "list-heads", str(path))
     pairs = (line.split(" ", 1) for line in out.splitlines() if line)
     return {name: sha for sha, name in pairs}
+
+
+def _bundle_prerequisites(path: Path) -> list[tuple[str, str]]:
+    """(commit, its subject) for each prerequisite a bundle's header lists (`-SHA SUBJECT` lines,
+    git's bundle format v2 and v3); [] when the file is no bundle."""
+    found = []
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line in (b"\n", b""):
+                    break
+                if line.startswith(b"-"):
+                    sha, _, comment = line[1:].decode(errors="replace").strip().partition(" ")
+                    found.append((sha, comment))
+    except OSError:
+        return []
+    return found
+
+
+def remote_heads(repo: Repo, source: str) -> list[str]:
+    """The branch refs a remote (or a bundle file) has, without fetching anything."""
+    try:
+        out = str(repo.git.ls_remote("--heads", source))
+    except GitCommandError as exc:
+        raise CampaignError(
+            f"cannot list the branches of {source}: {exc.stderr.strip()}",
+            "check the remote's name and that you can reach it (`git remote -v`, `git ls-remote`)",
+        ) from exc
+    return [line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line]
 
 
 def notes_at(repo: Repo, notes_commit: str) -> dict[str, str]:

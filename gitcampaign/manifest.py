@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from gitcampaign import constants as C
+from gitcampaign import safe_yaml
 from gitcampaign.errors import CampaignError
 from gitcampaign.shapes import Shape, shapes_from_data
 
@@ -224,9 +225,9 @@ def parse_manifest(text: bytes | str, source: str) -> Manifest:
     """Parse and validate; every error names the field and how to fix it."""
     hint = f"fix {source} by hand, or restore it with `git checkout -- {source}`"
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CampaignError(f"{source} is not valid YAML: {exc}", hint) from exc
+        data = safe_yaml.load(text)  # a pulled or imported manifest is data from anyone
+    except safe_yaml.UnsafeYAML as exc:
+        raise CampaignError(f"{source} is not read: {exc}", hint) from exc
     if not isinstance(data, dict):
         raise CampaignError(f"{source} is not a YAML mapping", hint)
     names = {f.name for f in fields(Manifest)}

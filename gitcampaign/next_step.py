@@ -22,6 +22,7 @@ STEP_ANALYZE = "analyze"  # after rollbacks in a row: profile the incumbent befo
 STEP_REPORT = "report"
 STEP_DONE = "done"
 STEP_TRUST = "trust"  # a person approves the commands of a campaign that came from elsewhere
+STEP_REPAIR = "repair"  # a record the decisions stand on cannot be read: restore it by hand
 # The handoff's rule on rollbacks in a row: after two, re-profile before the next hypothesis; after
 # four, read the compiled kernels' ISA as well.
 PROFILE_AFTER = 2
@@ -69,6 +70,9 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     trusted = trust.pending(campaign) is None
     if manifest.csv_header is None:
         return decide(campaign.name, False, [], False, [], trusted=trusted)
+    problem = campaign.integrity_error()
+    if problem is not None:
+        return NextStep(campaign.name, STEP_REPAIR, problem.hint, problem.message, False)
     _, rows = lineage_rows(campaign)
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
     return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign), trusted)

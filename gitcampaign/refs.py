@@ -17,8 +17,25 @@ from gitcampaign.vocabulary import StrEnum
 
 HEADS = "refs/heads/"
 NAMESPACE = "campaign"
+# Where pull and import keep what they fetched (`refs/campaign-remote/LABEL/...`); an import's label
+# names its process and thread (`_import-PID-THREAD`), so that a killed one's refs are recognised.
+TRACKING = "refs/campaign-remote"
+IMPORT_LABEL = "_import-"
 
-_ROUND = re.compile(r"round-(\d+)")
+
+def import_pid(label: str) -> int | None:
+    """The process an import's tracking label names; None for a label that is not an import's."""
+    if not label.startswith(IMPORT_LABEL):
+        return None
+    pid = label[len(IMPORT_LABEL) :].split("-", 1)[0]
+    return int(pid) if pid.isdigit() else 0
+
+
+# Round 1 is the baseline, so a round branch or pin is round 2 or later, written without leading
+# zeros (`round-02` would be a second name for round 2), and within MAX_ROUND: a ref named otherwise
+# (by hand, or brought by a pull) is no round of the campaign.
+MAX_ROUND = 999_999
+_ROUND = re.compile(r"round-([1-9][0-9]{0,5})")
 
 
 class RefKind(StrEnum):
@@ -96,4 +113,4 @@ class CampaignRef:
 
 def _round_number(name: str) -> int | None:
     match = _ROUND.fullmatch(name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match and int(match.group(1)) >= 2 else None

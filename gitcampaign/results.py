@@ -125,17 +125,21 @@ def _require_plausible(row: BenchRow, where: str) -> None:
     times = [name for name in row.values if name.endswith("(ms)")]
     if times and all(name in row.values for name in ("M", "N", "K")):
         figures[C.METRIC_STEP] = row.metric(C.METRIC_STEP)
-    for name, value in figures.items():
-        if math.isfinite(value) and not 0 <= value <= _CEILINGS[name]:
+    for name, value in figures.items():  # NaN is what an ERROR row holds; infinity is no measurement
+        if not math.isnan(value) and not 0 <= value <= _CEILINGS[name]:
             raise CampaignError(
                 f"{where}: {row.label} {name} = {value:.6g} is outside [0, {_CEILINGS[name]:g}], beyond any GPU:"
                 " the harness's timing is broken; nothing was recorded",
                 "run the quick command by hand and check its timer (a time of 0 or 1e-12 ms is not a measurement)",
             )
-    negative = [name for name in times if row.values[name] < 0]
-    if negative:
+    broken = [
+        f"{name} = {row.values[name]:g}"
+        for name in times
+        if row.values[name] in (math.inf, -math.inf) or row.values[name] < 0
+    ]
+    if broken:
         raise CampaignError(
-            f"{where}: {row.label} has negative times ({', '.join(negative)}); nothing was recorded",
+            f"{where}: {row.label} has negative or infinite times ({', '.join(broken)}); nothing was recorded",
             "run the quick command by hand and check its timer",
         )
 

@@ -240,9 +240,37 @@ def load_shapes(spec: str, info: SpecInfo | None = None) -> list[Shape]:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
             raise CampaignError(f"shape file {spec} is not valid YAML: {exc}", "fix the YAML syntax") from exc
-        return shapes_from_data(data, spec, info)
-    shapes = preset(spec)
-    return shapes if info is None else shapes_from_data([shape.to_dict() for shape in shapes], spec, info)
+        shapes = shapes_from_data(data, spec, info)
+    else:
+        shapes = preset(spec)
+        shapes = (
+            shapes if info is None else shapes_from_data([shape.to_dict() for shape in shapes], spec, info)
+        )
+    for shape in shapes:
+        _require_fit(shape, spec)
+    return shapes
+
+
+# No single GPU holds half a TiB (the largest hold 192-288 GB); a shape whose operands alone need
+# more can only ever be an ERROR row.
+MAX_SHAPE_BYTES = 512 * 2**30
+
+
+def _require_fit(shape: Shape, source: str) -> None:
+    """Refuse a GEMM-family shape (M and K sizes: the shipped ops') whose operands and output need
+    more memory than any GPU has, counted at two bytes an element (bf16; the harness's references
+    and gradients need several times more). Other ops' fields mean what their specs say."""
+    if not isinstance(shape.M, int) or not isinstance(shape.K, int):
+        return
+    n, groups = shape.N or 0, shape.B or 1
+    elements = shape.M * shape.K + groups * n * shape.K + shape.M * (n or shape.K)
+    if 2 * elements > MAX_SHAPE_BYTES:
+        raise CampaignError(
+            f"{source}: shape {shape.label} needs at least {2 * elements / 1e9:.0f} GB for its operands and"
+            f" output alone (M={shape.M}, N={shape.N}, K={shape.K}), more than any GPU holds: every run of it"
+            " would be an ERROR row",
+            f"fix the shapes ({source}): M, N and K count elements, not bytes",
+        )
 
 
 def dump_shapes(shapes: list[Shape]) -> str:

@@ -16,23 +16,23 @@ Rules that keep data from being lost:
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import yaml
 from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import verdict
+from gitcampaign import safe_yaml, verdict
 from gitcampaign.campaign import Campaign, campaigns, configure_notes
 from gitcampaign.errors import CampaignError
-from gitcampaign.refs import HEADS, CampaignRef, RefKind
+from gitcampaign.refs import HEADS, IMPORT_LABEL, TRACKING, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase
 
-TRACKING = "refs/campaign-remote"
 NOTES_REFS = (C.NOTES_BENCH, C.NOTES_FULL, C.NOTES_VERDICT, C.NOTES_ENVIRONMENT, C.NOTES_PROFILE)
 CSV_NOTES = (C.NOTES_BENCH, C.NOTES_FULL)
 
@@ -86,6 +86,12 @@ def tracking_label(source: str) -> str:
 def drop_tracking(repo: Repo, label: str) -> None:
     for ref, sha in g.refs_under(repo, f"{TRACKING}/{label}/").items():
         g.delete_ref(repo, ref, sha)
+
+
+def import_label() -> str:
+    """The private tracking namespace of one import: its process and thread, so that a killed
+    import's refs are recognised (`git.stale_imports`) and two imports never share one."""
+    return f"{IMPORT_LABEL}{os.getpid()}-{threading.get_ident()}"
 
 
 def default_remote(repo: Repo, remote: str | None) -> str:
@@ -214,8 +220,8 @@ def merge_streams(ours: bytes, theirs: bytes) -> bytes:
 
 def _written(document: bytes) -> str:
     try:
-        parsed = yaml.safe_load(document)
-    except yaml.YAMLError:
+        parsed = safe_yaml.load(document)
+    except safe_yaml.UnsafeYAML:
         return ""
     return str(parsed.get("written", "")) if isinstance(parsed, dict) else ""
 
@@ -267,9 +273,19 @@ def integrate(
 ) -> SyncResult:
     """Bring the refs `theirs` (already fetched) into this clone without losing anything of ours."""
     ours = campaign_refs(repo, name)
+    for notes_ref in NOTES_REFS:
+        g.has_notes(repo, notes_ref)  # a broken notes ref of ours stops here, named, before any move
+    not_notes = [ref for ref in NOTES_REFS if ref in theirs and g.rev(repo, theirs[ref]) is None]
+    if not_notes:
+        raise CampaignError(
+            f"{source}'s {', '.join(not_notes)} is not a notes commit; nothing was changed",
+            f"have {source}'s notes ref put back by whoever pushed it (`git reflog show` on their side)",
+        )
+    main_ref = str(CampaignRef.main(name))
+    if main_ref in theirs:
+        _require_manifest(repo, name, theirs[main_ref], source)
     comparison = compare(repo, ours, theirs)
     problems = list(comparison.conflicts)
-    main_ref = str(CampaignRef.main(name))
     superseded: list[str] = []
     for ref in comparison.refs_in(DIVERGED):
         if ref == main_ref and supersede:
@@ -295,7 +311,7 @@ def integrate(
         )
     result = SyncResult(name, source)
     if superseded:
-        result.merges += _supersede(repo, name, superseded, ours[main_ref], theirs[main_ref], source)
+        result.merges += _supersede(repo, name, superseded, theirs, source)
         ours = campaign_refs(repo, name)
         comparison = compare(repo, ours, theirs)
     behind = comparison.refs_in(BEHIND)
@@ -323,6 +339,19 @@ def integrate(
     return result
 
 
+def _require_manifest(repo: Repo, name: str, main: str, source: str) -> None:
+    """The other side's accepted line must carry the campaign's manifest, or every command here
+    would stop on it once it arrived."""
+    try:
+        Campaign(repo, name).manifest(main)
+    except CampaignError as exc:
+        raise CampaignError(
+            f"{source}'s {C.main_branch(name)} ({main[:12]}) is not a campaign's accepted line: {exc.message};"
+            " nothing was changed",
+            f"bring the campaign from a clone where `git campaign status --campaign {name}` works",
+        ) from exc
+
+
 def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]:
     """The accepted rounds on this clone's main since it forked from the other side's (oldest first);
     anything else there (a report, a rollback commit) cannot be superseded automatically."""
@@ -330,7 +359,8 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     notes = Campaign(repo, name).verdicts()
     for commit in commits:
         standing = verdict.standing(notes.get(commit, []))
-        if not standing or standing.decision not in C.ACCEPTED:
+        # A superseded one is what a supersede interrupted before main moved back left: go on.
+        if not standing or (standing.decision not in C.ACCEPTED and not verdict.superseded(standing)):
             raise CampaignError(
                 f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
                 "only accepted rounds can be superseded; nothing was changed",
@@ -339,55 +369,87 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     return commits
 
 
-def _supersede(repo: Repo, name: str, commits: list[str], ours: str, theirs: str, source: str) -> list[str]:
+def _supersede(
+    repo: Repo, name: str, commits: list[str], their_refs: dict[str, str], source: str
+) -> list[str]:
     """Keep `source`'s accepted line: each of this clone's own acceptances gets a verdict document
     (REJECT, superseded) and a rejected pin, and main goes back to where the lines forked; it was
-    never published, so no one else's history changes. The pull then fast-forwards main."""
+    never published, so no one else's history changes. The pull then fast-forwards main.
+
+    A round whose number `source` also uses for another commit (both clones opened round N) is
+    kept under the next free number, so that it stays in sight beside theirs (log, status,
+    report), instead of a pin that the other round's refs hide."""
     campaign = Campaign(repo, name)
-    if g.head_ref_name(repo) == campaign.main_ref:
+    main_ref = campaign.main_ref
+    ours, theirs = campaign.accepted_head(), their_refs[main_ref]
+    if g.head_ref_name(repo) == main_ref:
         g.require_clean(repo, "move the checked-out accepted line")
     notes = campaign.verdicts()
     fork = g.parent(repo, commits[0])
     assert fork is not None
+    numbers_there = _round_numbers(their_refs)
+    taken = numbers_there | _round_numbers(campaign_refs(repo, name))
     lines = []
     for commit in commits:
         standing = verdict.standing(notes[commit])
         assert standing is not None and standing.round is not None  # `_own_acceptances` checked it
-        number = standing.round
-        verdict.append(
-            repo,
-            commit,
-            VerdictDoc.of(
-                {
-                    "campaign": name,
-                    "round": number,
-                    "phase": Phase.OVERRIDE,
-                    "hypothesis": standing.get("hypothesis", ""),
-                    "decision": Decision.REJECT,
-                    "previous_decision": standing.decision,
-                    "reasons": [C.REASON_SUPERSEDED],
-                    "notes": [
-                        f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
-                    ],
-                    "commit": commit,
-                    "incumbent": theirs,
-                }
-            ),
+        accepted_as = next(
+            (doc.round for doc in reversed(notes[commit]) if doc.decision in C.ACCEPTED and doc.round),
+            standing.round,
         )
+        number, kept_as = standing.round, ""
+        if not verdict.superseded(standing):  # else an interrupted supersede noted it already
+            if (
+                number in numbers_there
+                and their_refs.get(str(CampaignRef.round_branch(name, number))) != commit
+            ):
+                number = max(taken) + 1
+                taken.add(number)
+                kept_as = f", kept as round {number} ({source}'s round {accepted_as} is another commit)"
+            verdict.append(
+                repo,
+                commit,
+                VerdictDoc.of(
+                    {
+                        "campaign": name,
+                        "round": number,
+                        "phase": Phase.OVERRIDE,
+                        "hypothesis": standing.get("hypothesis", ""),
+                        "decision": Decision.REJECT,
+                        "previous_decision": standing.decision,
+                        "reasons": [C.REASON_SUPERSEDED],
+                        "notes": [
+                            f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                            + kept_as
+                        ],
+                        "commit": commit,
+                        "incumbent": theirs,
+                    }
+                ),
+            )
         if g.rev(repo, C.rejected_ref(name, number)) is None:
             g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
-        round_branch = campaign.round_branch(number)
         started_from = g.parent(repo, commit)
-        if started_from and g.rev(repo, campaign.round_ref(number)) == commit:  # as a REJECT resets it
+        if started_from and g.rev(repo, campaign.round_ref(accepted_as)) == commit:  # as a REJECT resets it
             g.move_branch(
-                repo, round_branch, started_from, commit, f"campaign: reset superseded round {number}"
+                repo,
+                campaign.round_branch(accepted_as),
+                started_from,
+                commit,
+                f"campaign: reset superseded round {accepted_as}",
             )
         lines.append(
-            f"round {number} ({commit[:12]}) superseded by {source}'s line; re-run it on top: "
-            f'git campaign round -m "..." && git cherry-pick {commit[:12]}'
+            f"round {accepted_as} ({commit[:12]}) superseded by {source}'s line{kept_as}; re-run it on"
+            f' top: git campaign round -m "..." && git cherry-pick {commit[:12]}'
         )
     g.move_branch(repo, campaign.main_branch, fork, ours, f"campaign: superseded by {source}")
     return lines
+
+
+def _round_numbers(refs: dict[str, str]) -> set[int]:
+    """The round numbers that refs (branches, pins) of one side use."""
+    parsed = (CampaignRef.from_ref(ref) for ref in refs)
+    return {ref.round for ref in parsed if ref is not None and ref.round is not None}
 
 
 def _move(repo: Repo, ref: str, new: str, old: str | None, source: str, result: SyncResult) -> None:

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -23,18 +24,15 @@ from typing import Any, TypeVar
 import yaml
 from git import Repo
 
-from gitcampaign import __version__
+from gitcampaign import __version__, safe_yaml
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
-from gitcampaign.vocabulary import Decision, Phase, StrEnum
+from gitcampaign.vocabulary import Decision, Phase, StrEnum, escape_not_utf8
 
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
 class _Dumper(yaml.SafeDumper):
@@ -74,15 +72,12 @@ class VerdictDoc(Mapping[str, Any]):
 
     @classmethod
     def from_mapping(cls, doc: object) -> VerdictDoc | None:
-        """The document, or None when it is not one (no campaign, a round that is not a number,
-        a decision that is not a `Decision`): a hand-broken document is skipped, never fatal."""
-        if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+        """The document, or None when it is not one (`not_a_document` says why): a hand-broken
+        document is skipped, never fatal."""
+        if not_a_document(doc) is not None:
             return None
+        assert isinstance(doc, dict)
         number, decision, phase = doc.get("round"), doc.get("decision"), doc.get("phase")
-        if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
-            return None
-        if decision is not None and decision not in DECISIONS:
-            return None
         known_phase = Phase(phase) if phase in tuple(Phase) else phase
         return cls(
             doc["campaign"],
@@ -106,7 +101,10 @@ class VerdictDoc(Mapping[str, Any]):
 
     @classmethod
     def parse(cls, text: str) -> VerdictDoc | None:
-        return cls.from_mapping(_load(text))
+        try:
+            return cls.from_mapping(safe_yaml.load(text))
+        except safe_yaml.UnsafeYAML:
+            return None
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.TYPED:
@@ -136,46 +134,164 @@ class VerdictDoc(Mapping[str, Any]):
         return yaml.dump(self.to_mapping(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
 
 
+def _number(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _text(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _texts(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+
+def _numbers_by_name(value: object) -> bool:
+    return value is None or (isinstance(value, dict) and all(map(_number, value.values())))
+
+
+def _interval(value: object) -> bool:
+    return value is None or (isinstance(value, list) and len(value) == 2 and all(map(_number, value)))
+
+
+def _per_shape(value: object) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and all(
+            isinstance(shape, dict)
+            and _text(shape.get("check"))
+            and all(_number(shape.get(key)) for key in ("ratio", "incumbent", "candidate", "value"))
+            for shape in value.values()
+        )
+    )
+
+
+def _mapping(value: object) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+def _sequence(value: object) -> bool:
+    return value is None or isinstance(value, list)
+
+
+# The fields the readers use (lineage, status, show, report, a resumed validate), each with the
+# shape it must have; a document with another is skipped like invalid YAML, never fatal to a reader.
+_FIELDS = {
+    "hypothesis": (_text, "a string"),
+    "phase": (_text, "a string"),
+    "commit": (_text, "a string"),
+    "incumbent": (_text, "a string"),
+    "measured_commit": (_text, "a string"),
+    "transfer": (_text, "a string"),
+    "written": (_text, "a string"),
+    "reasons": (_texts, "a list of strings"),
+    "notes": (_texts, "a list of strings"),
+    "representative_shapes": (_texts, "a list of strings"),
+    "ratio": (_number, "a number"),
+    "ci": (_interval, "two numbers"),
+    "aggregate": (_numbers_by_name, "numbers by name"),
+    "shapes": (_per_shape, "a mapping of shapes to their figures"),
+    "csv_note": (_mapping, "a mapping"),
+    "gates": (_mapping, "a mapping"),
+    "samples": (_sequence, "a list"),
+}
+
+
+def not_a_document(doc: object) -> str | None:
+    """Why a parsed YAML value is not a verdict document (no campaign, a round that is not a
+    number, a decision that is not a `Decision`, a field of another shape than readers expect), or
+    None when it is one."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("campaign"), str):
+        return "not a mapping with a `campaign` name"
+    number, decision = doc.get("round"), doc.get("decision")
+    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+        return f"round {number!r} is not a number"
+    if decision is not None and decision not in DECISIONS:
+        return f"decision {decision!r} is not one of {', '.join(DECISIONS)}"
+    for name, (fits, what) in _FIELDS.items():
+        if not fits(doc.get(name)):
+            return f"field {name!r} is not {what}: {str(doc[name])[:60]}"
+    return None
+
+
 def parse_stream(raw: bytes | None) -> list[VerdictDoc]:
     """The well-formed documents of a stream, each parsed alone: one hand-broken document (invalid
     YAML, a decision that is not one) is skipped without hiding the others."""
-    if not raw:
-        return []
-    parsed = (
-        VerdictDoc.parse(part) for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()
-    )
-    return [doc for doc in parsed if doc is not None]
+    return read_stream(raw)[0]
 
 
-def _load(text: str) -> object:
-    try:
-        return yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError:
-        return None
+def read_stream(raw: bytes | None) -> tuple[list[VerdictDoc], list[str]]:
+    """(the well-formed documents, why each other one was skipped: "document 2: ...")."""
+    docs: list[VerdictDoc] = []
+    skipped: list[str] = []
+    if raw is None:
+        return docs, skipped
+    parts = [part for part in _DOCUMENT_START.split(raw.decode(errors="replace")) if part.strip()]
+    if not parts:  # an emptied note is damage too: the round it decided would read as "empty"
+        return docs, ["the note holds no document"]
+    for number, part in enumerate(parts, start=1):
+        try:
+            parsed = safe_yaml.load(part)
+        except safe_yaml.UnsafeYAML as exc:
+            skipped.append(f"document {number}: {exc}")
+            continue
+        why = not_a_document(parsed)
+        if why is not None:
+            skipped.append(f"document {number}: {why}")
+            continue
+        doc = VerdictDoc.from_mapping(parsed)
+        assert doc is not None
+        docs.append(doc)
+    return docs, skipped
 
 
-def read_many(repo: Repo, blobs: dict[str, str]) -> dict[str, list[VerdictDoc]]:
-    """{commit: documents} for {commit: note blob}, through a cache keyed by blob id.
+def read_many(repo: Repo, blobs: dict[str, str]) -> tuple[dict[str, list[VerdictDoc]], dict[str, list[str]]]:
+    """({commit: documents}, {commit: why documents of its note were skipped}) for {commit: note
+    blob}, through a cache keyed by blob id.
 
     Blob ids name their content, so a cached entry can never be stale; it keeps `log` and `status`
     fast on campaigns with hundreds of rounds.
     """
-    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache-v2.json"
+    cache_path = g.common_dir(repo) / "campaign" / "verdict-cache-v3.json"
     try:
-        cache: dict[str, list[dict[str, Any]]] = json.loads(cache_path.read_text())
+        cache: dict[str, dict[str, list[Any]]] = json.loads(cache_path.read_text())
     except (OSError, ValueError):
         cache = {}
-    missing = {blob for blob in blobs.values() if blob not in cache}
+    if not isinstance(cache, dict):  # a damaged cache is only slower: it is rebuilt
+        cache = {}
+    missing = {blob for blob in blobs.values() if not _cached(cache.get(blob))}
     for blob in missing:
-        cache[blob] = [doc.to_mapping() for doc in parse_stream(g.read_blob(repo, blob))]
+        size = g.blob_size(repo, blob)
+        docs: list[VerdictDoc]
+        if size > g.MAX_NOTE_BYTES:
+            docs, skipped = (
+                [],
+                [f"the note is {size} bytes, over the {g.MAX_NOTE_BYTES} a campaign note may hold"],
+            )
+        else:
+            docs, skipped = read_stream(g.read_blob(repo, blob))
+        cache[blob] = {"docs": [doc.to_mapping() for doc in docs], "skipped": skipped}
     if missing:
         live = set(blobs.values())
-        cache = {blob: docs for blob, docs in cache.items() if blob in live}
+        cache = {blob: entry for blob, entry in cache.items() if blob in live}
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = cache_path.with_suffix(f".{os.getpid()}.tmp")
+        # Per thread too: the MCP server's tools read lineages in threads of one process.
+        scratch = cache_path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         scratch.write_text(json.dumps(cache))
         scratch.replace(cache_path)
-    return {commit: _documents(cache[blob]) for commit, blob in blobs.items()}
+    documents = {commit: _documents(cache[blob]["docs"]) for commit, blob in blobs.items()}
+    skipped_by_commit = {
+        commit: cache[blob]["skipped"] for commit, blob in blobs.items() if cache[blob]["skipped"]
+    }
+    return documents, skipped_by_commit
+
+
+def _cached(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("docs"), list)
+        and isinstance(entry.get("skipped"), list)
+    )
 
 
 def _documents(mappings: list[dict[str, Any]]) -> list[VerdictDoc]:
@@ -194,17 +310,41 @@ def standing(docs: Sequence[Doc]) -> Doc | None:
     return None
 
 
+def superseded(doc: Mapping[str, Any] | None) -> bool:
+    """A standing decision that `pull --supersede` wrote: REJECT, because the other clone's line
+    was kept. Until the pull has moved main back, only the pull finishes it (never a rollback)."""
+    return (
+        doc is not None
+        and doc.get("decision") == Decision.REJECT
+        and C.REASON_SUPERSEDED in (doc.get("reasons") or [])
+    )
+
+
 def read(repo: Repo, commit: str) -> list[VerdictDoc]:
     return parse_stream(g.read_note(repo, C.NOTES_VERDICT, commit))
 
 
 def render(document: Mapping[str, Any]) -> bytes:
-    """One YAML document of the stream, stamped with the format, tool version and time."""
+    """One YAML document of the stream, stamped with the format, tool version and time. A note is
+    written only if it reads back: text that is not UTF-8 (a test's output, a hand-set branch
+    description) is carried as `\\xNN` escapes, which YAML's own escapes could not load."""
     document = {"format": C.VERDICT_FORMAT, **document, "tool_version": __version__, "written": now()}
-    return (
-        b"---\n"
-        + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True).encode()
-    )
+    text = yaml.dump(_utf8(document), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    try:
+        safe_yaml.load(text)
+    except safe_yaml.UnsafeYAML as exc:
+        raise ValueError(f"a note document that would not read back ({exc}): {text[:200]!r}") from exc
+    return b"---\n" + text.encode()
+
+
+def _utf8(value: Any) -> Any:
+    if isinstance(value, str) and not isinstance(value, StrEnum):
+        return escape_not_utf8(value)
+    if isinstance(value, Mapping):
+        return {_utf8(key): _utf8(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_utf8(item) for item in value]
+    return value
 
 
 def append(repo: Repo, commit: str, document: Mapping[str, Any], notes_ref: str = C.NOTES_VERDICT) -> None:

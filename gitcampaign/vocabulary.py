@@ -50,6 +50,7 @@ class Status(StrEnum):
     OPEN = "open"  # a round branch with its commit, not validated yet
     EMPTY = "empty"  # a round branch without its commit yet
     PENDING = "pending"  # decided and noted, refs not moved yet (an interrupted validate)
+    DAMAGED = "damaged"  # on the accepted line, but its verdict note cannot be read or is not backed
 
 
 # A round's commit message: one non-empty line of each (the commit-msg hook and `round --from` check).
@@ -85,3 +86,33 @@ def missing_message_lines(lines: Iterable[str]) -> list[str]:
         for label, pattern in (("Hypothesis:", HYPOTHESIS_RE), ("Change:", CHANGE_RE))
         if not any(pattern.match(line) for line in lines)
     ]
+
+
+def _raw(text: str) -> bytes:
+    """The bytes `text` was decoded from: Python keeps bytes that were not UTF-8 (in argv, in git's
+    output) as lone surrogates, and JSON can carry lone surrogates of its own."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def not_utf8(data: bytes | str) -> str | None:
+    """Where `data` is not UTF-8 ("byte 0xe9 in line 2"), or None. A round's hypothesis and commit
+    message end up in YAML notes and UTF-8 reports, so the commands refuse them up front."""
+    raw = data if isinstance(data, bytes) else _raw(data)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return f"byte 0x{raw[exc.start]:02x} in line {line}"
+    return None
+
+
+def escape_not_utf8(text: str) -> str:
+    """`text` with every byte that was not UTF-8 written as `\\xNN`: the byte kept, the text readable
+    (what a round that skipped the checks carries into its verdict and the report)."""
+    return _raw(text).decode("utf-8", "backslashreplace")
+
+
+NOT_UTF8_HINT = "write it in UTF-8 (a UTF-8 locale in the terminal or editor, e.g. LANG=C.UTF-8)"

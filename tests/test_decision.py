@@ -9,6 +9,7 @@ import pytest
 
 from gitcampaign import constants as C
 from gitcampaign.decision import MAX_SESSIONS, PairSample, decide, noise_floor, paired_stats
+from gitcampaign.errors import CampaignError
 
 LABELS = ["small", "mid", "large", "odd"]
 BASE = {"small": 50.0, "mid": 300.0, "large": 600.0, "odd": 200.0}
@@ -90,6 +91,26 @@ def test_nan_never_passes() -> None:
     outcome = decide(paired_stats(samples, LABELS), C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
     assert outcome.decision == C.DECISION_REJECT
     assert outcome.reasons == [C.REASON_CHECK_FAILED]
+
+
+def test_an_infinite_figure_never_passes_and_never_crashes() -> None:
+    """An infinite metric gave an infinite log ratio, and `statistics.stdev` raised on it."""
+    samples = measure(random.Random(0), dict.fromkeys(LABELS, 1.2), 0.01, 3, 1)
+    samples[1].candidate["mid"] = math.inf
+    stats = paired_stats(samples, LABELS)
+    assert stats.invalid["candidate"] == ["mid (pair 2)"]
+    outcome = decide(stats, C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
+    assert (outcome.decision, outcome.reasons) == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])
+    samples[1].incumbent["mid"] = math.inf
+    with pytest.raises(CampaignError, match="incumbent .* mid .pair 2."):
+        decide(paired_stats(samples, LABELS), C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
+
+
+def test_figures_far_apart_never_crash() -> None:
+    """1e-310 against 100: the quotient overflowed to inf, and `statistics.stdev` then raised."""
+    samples = [PairSample({"a": 1e-310}, {"a": 100.0}, 1), PairSample({"a": 1e-300}, {"a": 1e300}, 1)]
+    outcome = decide(paired_stats(samples, ["a"]), C.METRIC_FORWARD, 0.0, {}, 0.01, 1)
+    assert (outcome.decision, outcome.reasons) == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED])
 
 
 def test_slower_is_not_faster_and_tiny_gain_is_within_noise() -> None:

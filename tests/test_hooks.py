@@ -252,6 +252,19 @@ def test_run_hook_dispatches_with_git_arguments(campaign_repo: Path) -> None:
     assert run_hook("commit-msg", campaign_repo, [".git/COMMIT_EDITMSG"])[0] == 1
 
 
+def test_message_hooks_refuse_a_message_that_is_not_utf8(campaign_repo: Path, tmp_path: Path) -> None:
+    """A latin-1 message (`git commit -m` in a latin-1 terminal) crashed prepare-commit-msg; a round's
+    message is read into its verdict, so both message hooks refuse it and say where the byte is."""
+    message = tmp_path / "COMMIT_EDITMSG"
+    message.write_bytes("Hypothesis: caf\xe9 tiles\nChange: BLOCK_N 256\n".encode("latin-1"))
+    with pytest.raises(CampaignError, match=r"not UTF-8 \(byte 0xe9 in line 1\)") as refused:
+        run_prepare_commit_msg(campaign_repo, message, "message", None)
+    assert "UTF-8" in refused.value.hint
+    code, text = run_commit_msg(campaign_repo, message)
+    assert code == 1 and "byte 0xe9 in line 1" in text
+    assert message.read_bytes().startswith(b"Hypothesis: caf\xe9")  # left as the user wrote it
+
+
 # -- install -----------------------------------------------------------------------------------------
 
 

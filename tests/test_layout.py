@@ -17,7 +17,7 @@ ROOT = "__init__"  # the package's own module, as a layer entry
 # Lowest first. A module may import its own layer and the ones before it; an entry names a module
 # or a subpackage (every module under it).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("words", [ROOT, "errors", "vocabulary", "refs", "constants", "progress"]),
+    ("words", [ROOT, "errors", "vocabulary", "refs", "constants", "progress", "safe_yaml"]),
     (
         "rules",
         ["decision", "results", "shapes", "manifest", "calibration", "crosscheck", "peaks", "isa", "lint"],

@@ -40,6 +40,13 @@ def test_built_refs_parse_back(ref: CampaignRef, full: str, branch: str | None) 
         "refs/campaign/demo/main",  # main is a branch, not under refs/campaign
         "refs/campaign/demo/pinned/round-2",
         "refs/notes/campaign/verdict",
+        # Round 1 is the baseline, a leading zero a second name, 10^20 no number the tool gives
+        # (a pull brought such branches into the lineage, and the next round opened as 10^20 + 1).
+        "refs/heads/campaign/demo/round-0",
+        "refs/heads/campaign/demo/round-1",
+        "refs/heads/campaign/demo/round-02",
+        "refs/campaign/demo/rejected/round-1",
+        "refs/heads/campaign/demo/round-99999999999999999999",
     ],
 )
 def test_other_refs_are_not_campaign_refs(name: str) -> None:

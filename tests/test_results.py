@@ -46,3 +46,20 @@ def test_geomean_of_nothing_usable_is_nan() -> None:
     assert math.isnan(geomean([]))
     assert math.isnan(geomean([2.0, math.nan]))
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("Forward TFLOPS", "inf"), ("Backward TFLOPS", "-inf"), ("Forward Time (ms)", "inf")],
+)
+def test_an_infinite_figure_is_implausible(tmp_path: Path, column: str, value: str) -> None:
+    """`inf` with Check PASS crashed validate in its statistics: a figure no GPU reaches, like a
+    1e-12 ms timer, stops the command and names the cell."""
+    raw = old_csv(tmp_path / "old").decode()
+    header, first, *rest = raw.splitlines()
+    cells = first.split(",")
+    cells[header.split(",").index(column)] = value
+    broken = "\n".join([header, ",".join(cells), *rest]) + "\n"
+    with pytest.raises(CampaignError, match=f"s-small .*{value}") as info:
+        parse_csv(broken.encode(), "note")
+    assert "timer" in info.value.hint

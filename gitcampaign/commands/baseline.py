@@ -60,6 +60,22 @@ def relative_spread(row_values: dict[str, float], metric: str) -> float:
     return max(finite, default=0.0)
 
 
+def require_measured(table: BenchTable, metric: str, run: str) -> None:
+    """Every PASS shape has a positive, finite primary metric. A baseline recorded otherwise is a
+    stuck campaign: its aggregate is 0 or NaN, and every later validate stops on the incumbent."""
+    unusable = [row for row in table.rows if row.passed and not 0 < row.metric(metric) < math.inf]
+    if not unusable:
+        return
+    values = sorted({f"{row.metric(metric):g}" for row in unusable})
+    raise CampaignError(
+        f"{run} of the baseline measured {metric} = {' / '.join(values)} on "
+        f"{', '.join(row.label for row in unusable)}, shapes whose Check is PASS: a baseline needs a positive,"
+        " finite figure on every PASS shape; nothing was recorded",
+        "run the quick command by hand on the accepted head and look at the harness's timer and metric"
+        " columns, fix the harness (or mark such shapes FAIL), then `git campaign baseline` again",
+    )
+
+
 def choose_representative(
     full: BenchTable, shapes: list[Shape], metric: str, count: int = DEFAULT_REPRESENTATIVE
 ) -> list[str]:
@@ -121,6 +137,7 @@ def baseline(
                 measured_full = ex.measure(plan, trees, full_job, 0, scratch, progress=progress)
             full = measured_full.pairs[0].candidate
             require_metric(full.header, manifest.primary_metric, "the baseline's full validation")
+            require_measured(full, manifest.primary_metric, "the full validation")
             representative = choose_representative(full, shapes, manifest.primary_metric)
             by_label = {s.label: s for s in shapes}
             quick_job = HarnessJob(
@@ -136,6 +153,10 @@ def baseline(
                     plan, trees, quick_job, aa_count, scratch, stop_on_failure=False, progress=progress
                 )
             aa_pairs = measured_aa.pairs
+            for number, pair in enumerate(aa_pairs, start=1):
+                for table in (pair.candidate, pair.incumbent):
+                    if table is not None:
+                        require_measured(table, manifest.primary_metric, f"A/A pair {number}")
         aa_samples = samples(aa_pairs, manifest.primary_metric, representative, session=0)
         noise_aggregate, noise_shapes = noise_floor(aa_samples, representative)
         noise = NoiseFloor(round(noise_aggregate, 6), {k: round(v, 6) for k, v in noise_shapes.items()})

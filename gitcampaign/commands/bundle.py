@@ -10,7 +10,6 @@ Import is a pull from the bundle: the same commits and note blobs, the same refu
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -66,10 +65,19 @@ def import_bundle(repo_path: Path, path: Path) -> SyncResult:
             "import a bundle written by `git campaign export NAME`",
         )
     name = check_name(names[0], repo)
-    label = f"_import-{os.getpid()}"  # a private tracking namespace, dropped afterwards
+    main = CampaignRef.main(name)
+    if str(main) not in heads:
+        raise CampaignError(
+            f"{path} holds campaign {name}'s rounds or notes but not its accepted line ({main.branch});"
+            " nothing was imported",
+            f"export the campaign again from the clone that has it: `git campaign export {name}`",
+        )
+    g.recover(repo)  # drops what a killed import left
+    label = sync.import_label()  # a private tracking namespace, dropped afterwards
     with g.campaign_lock(repo, name):
         try:
             theirs = sync.fetch(repo, name, str(path.resolve()), label)
+            g.fault_point("import:fetched")
             return integrate(repo, name, theirs, str(path))
         finally:
             sync.drop_tracking(repo, label)

@@ -27,7 +27,13 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import HOOK_NAMES
 from gitcampaign.lint import format_finding, lint_source
 from gitcampaign.refs import CampaignRef, RefKind
-from gitcampaign.vocabulary import HYPOTHESIS_RE, MESSAGE_FORMAT, missing_message_lines
+from gitcampaign.vocabulary import (
+    HYPOTHESIS_RE,
+    MESSAGE_FORMAT,
+    NOT_UTF8_HINT,
+    missing_message_lines,
+    not_utf8,
+)
 
 SCISSORS = "# ------------------------ >8 ------------------------"
 # Variables git sets for its hooks that pin a repository; the test command may run git itself
@@ -157,7 +163,15 @@ def run_prepare_commit_msg(
     assert current.round is not None
     check_next_commit(Campaign(repo, current.campaign), current.round, amending)
     hypothesis = " ".join((g.config_get(repo, f"branch.{current.branch}.description") or "").split())
-    text = msg_file.read_text(encoding="utf-8")
+    raw = msg_file.read_bytes()
+    undecodable = not_utf8(raw)
+    if undecodable:  # unlike commit-msg, --no-verify does not skip this hook
+        raise CampaignError(
+            f"the commit message on {current.branch} is not UTF-8 ({undecodable}): a round's message"
+            " goes into its verdict note and the report",
+            f"{NOT_UTF8_HINT}, then commit again",
+        )
+    text = raw.decode("utf-8")
     lines = text.splitlines(keepends=True)
     first_comment = next((i for i, line in enumerate(lines) if line.startswith("#")), len(lines))
     body, comments = lines[:first_comment], lines[first_comment:]
@@ -213,8 +227,15 @@ def run_commit_msg(repo_root: Path, msg_file: Path) -> tuple[int, str]:
     current = checked_out_round(repo)
     if current is None:
         return 0, ""
+    raw = msg_file.read_bytes()
+    undecodable = not_utf8(raw)
+    if undecodable:
+        return 1, (
+            f"commit message on {current.branch} is not UTF-8 ({undecodable}): a round's message goes"
+            f" into its verdict note and the report\nhint: {NOT_UTF8_HINT}, then commit again"
+        )
     lines = []
-    for line in msg_file.read_text(encoding="utf-8").splitlines():
+    for line in raw.decode("utf-8").splitlines():
         if line.startswith(SCISSORS):
             break
         if not line.startswith("#"):

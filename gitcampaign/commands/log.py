@@ -6,12 +6,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import profile
+from gitcampaign import profile, safe_yaml
 from gitcampaign.campaign import Campaign, campaigns, opened
 from gitcampaign.lineage import LineageRow, lineage_rows
 from gitcampaign.vocabulary import Status
@@ -92,7 +91,10 @@ def not_imported(repo: Repo, op: str) -> list[str]:
     found = []
     for bundle in sorted(root.glob(f"{C.CAMPAIGNS_DIR}/*/{C.BUNDLE_FILE}")):
         manifest = bundle.parent / C.MANIFEST_FILE
-        fields = yaml.safe_load(manifest.read_text()) if manifest.is_file() else None
+        try:
+            fields = safe_yaml.load(manifest.read_bytes()) if manifest.is_file() else None
+        except safe_yaml.UnsafeYAML:
+            fields = None  # not a campaign this can list; `import` says what is wrong with it
         if bundle.parent.name not in known and isinstance(fields, dict) and fields.get("target_op") == op:
             found.append(str(bundle.relative_to(root)))
     return found

@@ -119,6 +119,7 @@ def accept(
 def rollback(repo_path: Path, campaign_name: str | None, number: int | None, reason: str) -> OverrideResult:
     with locked(repo_path, campaign_name, clean_for="roll back a round") as campaign:
         repo = campaign.repo
+        campaign.require_intact()
         entry = pick_round(campaign, number)
         head = campaign.accepted_head()
         previous = entry.decision.decision if entry.decision else "none"

@@ -15,7 +15,7 @@ from gitcampaign import git as g
 from gitcampaign import sync
 from gitcampaign.campaign import campaigns, check_name, resolve
 from gitcampaign.errors import CampaignError
-from gitcampaign.refs import HEADS
+from gitcampaign.refs import HEADS, CampaignRef, RefKind
 from gitcampaign.sync import SyncResult, integrate
 
 
@@ -25,19 +25,39 @@ def pull(
     repo = g.open_repo(repo_path)
     g.recover(repo)
     source = sync.default_remote(repo, remote)
-    name = _campaign_name(repo, campaign_name)
+    name = _campaign_name(repo, campaign_name, source)
     with g.campaign_lock(repo, name):
         theirs = sync.fetch(repo, name, source, sync.tracking_label(source))
-        if not any(ref.startswith(HEADS) for ref in theirs):
+        main = CampaignRef.main(name)
+        if str(main) not in theirs:
+            has_some = any(ref.startswith(HEADS) for ref in theirs)
             raise CampaignError(
-                f"{source} has no campaign {name}",
+                f"{source} has no campaign {name}"
+                + (f": it has rounds of it, but not its accepted line {main.branch}" if has_some else "")
+                + "; nothing was pulled",
                 f"push it from the clone that has it: git campaign push {source}",
             )
         return integrate(repo, name, theirs, source, supersede)
 
 
-def _campaign_name(repo: Repo, name: str | None) -> str:
-    """A campaign this clone may not have yet (pulling it is how it arrives) must be named."""
+def _campaign_name(repo: Repo, name: str | None, source: str) -> str:
+    """A campaign this clone may not have yet (pulling it is how it arrives) must be named, unless
+    this clone has none and the remote has exactly one (a fresh clone's first pull)."""
     if name and name not in campaigns(repo):
         return check_name(name, repo)
-    return resolve(repo, name)
+    if name or campaigns(repo):
+        return resolve(repo, name)
+    g.recover(repo)
+    parsed = (CampaignRef.from_ref(ref) for ref in g.remote_heads(repo, source))
+    there = sorted(ref.campaign for ref in parsed if ref is not None and ref.kind == RefKind.MAIN)
+    if len(there) == 1:
+        return check_name(there[0], repo)
+    if not there:
+        raise CampaignError(
+            f"{source} has no campaign, and neither has this repository",
+            "start one with `git campaign init NAME ...`, or push one to the remote from the clone that has it",
+        )
+    raise CampaignError(
+        f"{source} has {len(there)} campaigns: {', '.join(there)}",
+        f"name the one to pull: git campaign pull {source} --campaign NAME",
+    )

@@ -15,7 +15,14 @@ from gitcampaign.campaign import locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import NEW_ON_IMPORT_PATH, protected_changes
-from gitcampaign.vocabulary import MESSAGE_FORMAT, Status, hypothesis_of, missing_message_lines
+from gitcampaign.vocabulary import (
+    MESSAGE_FORMAT,
+    NOT_UTF8_HINT,
+    Status,
+    hypothesis_of,
+    missing_message_lines,
+    not_utf8,
+)
 
 # A hypothesis is a sentence or two; it is kept in git config, verdict notes and reports. Past this it
 # is a document (an agent's whole context), and the reasoning belongs in the commit message.
@@ -33,10 +40,11 @@ def check_hypothesis(hypothesis: str) -> None:
             f"the hypothesis is {len(hypothesis)} characters, longer than {MAX_HYPOTHESIS}; no round was opened",
             hint + " (the details go in the commit message)",
         )
+    undecodable = not_utf8(hypothesis)  # Python keeps a byte that is not UTF-8 as a lone surrogate
+    if undecodable:
+        raise CampaignError(f"the hypothesis is not UTF-8 ({undecodable}); no round was opened", NOT_UTF8_HINT)
     for character in hypothesis:
         kind = unicodedata.category(character)
-        if kind == "Cs":  # what Python makes of a byte that is not UTF-8 (surrogateescape)
-            raise CampaignError("the hypothesis holds a byte that is not UTF-8; no round was opened", hint)
         if (kind == "Cc" and character not in "\t\n") or character in BIDI_CONTROLS:
             raise CampaignError(
                 f"the hypothesis holds a control character ({character!r}); no round was opened", hint

@@ -34,10 +34,13 @@ class StatusResult:
     remotes: dict[str, Any]
     unfinished: list[str]  # what a killed command left (`git.unfinished`), for `recover` to finish
     profile: list[str] = field(default_factory=list)  # the latest `analyze` verdicts of the accepted head
+    damaged: str | None = None  # a record decisions stand on that cannot be read (`next` restores it)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         del data["main_branch"], data["backend"]  # shown in the text; the JSON has kept its keys
+        if data["damaged"] is None:
+            del data["damaged"]  # present only where a record cannot be read
         return data
 
 
@@ -56,9 +59,12 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
     }
+    if any(row.status == Status.DAMAGED for row in rounds):
+        counts[Status.DAMAGED] = sum(1 for row in rounds if row.status == Status.DAMAGED)
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
     profiles = profile.read(repo, campaign.accepted_head())
     unfinished = g.unfinished(repo)
+    problem = campaign.integrity_error()
     step = _next_text(
         decide(
             campaign.name,
@@ -89,10 +95,17 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         ),
         max_iterations=manifest.max_iterations,
         termination=reached,
-        next="git campaign recover  (finishes what a killed command left)" if unfinished else step,
+        next=(
+            problem.hint
+            if problem
+            else "git campaign recover  (finishes what a killed command left)"
+            if unfinished
+            else step
+        ),
         remotes=sync.remote_standing(repo, campaign.name),
         unfinished=unfinished,
         profile=profile.verdicts(profiles[-1]) if profiles else [],
+        damaged=problem.message if problem else None,
     )
 
 

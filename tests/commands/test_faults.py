@@ -325,3 +325,206 @@ def test_two_clones_racing(templates: dict[str, Path], tmp_path: Path) -> None:
     for root in (first, second):
         accepted_round_2(root)
         assert_invariants(root, NAME)
+
+
+def test_note_writers_in_threads_lose_nothing(tmp_path: Path) -> None:
+    """The MCP server runs its tools in threads of one process: eight threads appending 80 verdict
+    documents at once lose none (the repository lock's re-entrancy is per thread, so a second
+    thread waits instead of walking in as if it held the lock), and the lock is free afterwards."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    commits = []
+    for index in range(4):
+        (root / f"f{index}").write_text(str(index))
+        git(root, "add", ".")
+        git(root, "commit", "-q", "-m", f"c{index}")
+        commits.append(git(root, "rev-parse", "HEAD").strip())
+    failures: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            repo = g.open_repo(root)
+            for step in range(10):
+                verdict.append(repo, commits[step % 4], {"campaign": "race", "writer": index, "step": step})
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    repo = g.open_repo(root)
+    written = sorted((doc["writer"], doc["step"]) for commit in commits for doc in verdict.read(repo, commit))
+    assert written == sorted((writer, step) for writer in range(8) for step in range(10))
+    assert g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+    # The lock still excludes another process afterwards (a counter gone negative stopped locking).
+    with g.repo_lock(repo):
+        assert not g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+
+
+def test_a_thread_waits_for_the_repository_lock_another_thread_holds(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    root = make_project(tmp_path / "p")
+    repo = g.open_repo(root)
+    inside = threading.Event()
+    order: list[str] = []
+
+    def holder() -> None:
+        with g.repo_lock(repo):
+            inside.set()
+            time.sleep(0.3)
+            with g.repo_lock(repo):  # re-entrant within its own thread
+                order.append("holder")
+
+    def waiter() -> None:
+        inside.wait()
+        with g.repo_lock(repo):
+            order.append("waiter")
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert order == ["holder", "waiter"]
+    assert g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
+
+
+def test_a_thread_leaving_the_lock_never_unlocks_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving that deadlocked one MCP server validating two campaigns: with a counter per
+    process, a second thread walked in, the first left (counter 0) and came back, the second left
+    (counter 0 again), and the first thread's nested level then waited on its own flock."""
+    import threading
+
+    monkeypatch.setattr(g, "REPO_LOCK_WAIT_S", 3.0)
+    repo = g.open_repo(make_project(tmp_path / "p"))
+    first_in, second_in, first_again, second_out = (threading.Event() for _ in range(4))
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with g.repo_lock(repo):
+                first_in.set()
+                second_in.wait(1)  # a correct lock keeps the second thread out: this times out
+            with g.repo_lock(repo):
+                first_again.set()
+                second_out.wait(1)
+                with g.repo_lock(repo):
+                    pass
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    def second() -> None:
+        first_in.wait()
+        with g.repo_lock(repo):
+            second_in.set()
+            first_again.wait(1)
+        second_out.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+
+
+def test_threads_reading_verdicts_while_one_writes(tmp_path: Path) -> None:
+    """Readers refresh the verdict cache (a file in the git dir) while a writer adds notes: each
+    thread writes its own scratch file, so none replaces another's half-written one."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    repo = g.open_repo(root)
+    head = git(root, "rev-parse", "HEAD").strip()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not done.is_set():
+                verdict.read_many(g.open_repo(root), g.note_blobs(repo, C.NOTES_VERDICT))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    try:
+        for step in range(30):
+            verdict.append(repo, head, {"campaign": "race", "step": step})
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(timeout=30)
+    assert errors == []
+    assert [doc["step"] for doc in verdict.read(repo, head)] == list(range(30))
+
+
+def test_a_killed_import_leaves_no_refs_behind(tmp_path: Path) -> None:
+    """An import fetches into a private namespace (`refs/campaign-remote/_import-*`) and drops it
+    when done; killed in between, those refs stayed forever. The next command drops them."""
+    from gitcampaign.commands.bundle import export
+
+    root = tmp_path / "p"
+    make_project(root)
+    os.chdir(root)
+    init(root, options())
+    bundle = Path(export(root, NAME, tmp_path / "demo.bundle").path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(root), str(clone))
+    code, _ = run(clone, ["import", str(bundle)], fault="import:fetched")
+    assert code == KILLED
+    assert "refs/campaign-remote/_import-" in git(clone, "for-each-ref")
+    code, stderr = run(clone, ["import", str(bundle)])
+    assert code == 0, stderr
+    assert "refs/campaign-remote/" not in git(clone, "for-each-ref")
+    run(clone, ["import", str(bundle)], fault="import:fetched")
+    left = status(clone, NAME).unfinished  # a read-only verb names them and moves nothing
+    assert any("of an interrupted import remains" in line for line in left), left
+    assert "refs/campaign-remote/_import-" in git(clone, "for-each-ref")
+    code, stderr = run(clone, ["recover"])  # as does every command that recovers first
+    assert code == 0, stderr
+    assert "refs/campaign-remote/" not in git(clone, "for-each-ref")
+
+
+def test_threads_writing_the_config_lose_nothing(tmp_path: Path) -> None:
+    """Two campaigns' `round` write branch descriptions, `pull` and `init` the notes settings: git
+    refuses a second writer of `.git/config` at once ("could not lock config file")."""
+    import threading
+
+    root = make_project(tmp_path / "p")
+    failures: list[BaseException] = []
+
+    def writer(index: int) -> None:
+        try:
+            for step in range(10):
+                g.config_set(
+                    g.open_repo(root), f"branch.campaign/c{index}/round-{step}.description", f"h{index}"
+                )
+                g.config_add_once(g.open_repo(root), "notes.displayRef", f"refs/notes/t{index}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    repo = g.open_repo(root)
+    assert all(
+        g.config_get(repo, f"branch.campaign/c{index}/round-{step}.description") == f"h{index}"
+        for index in range(6)
+        for step in range(10)
+    )
+    assert sorted(repo.git.config("--get-all", "notes.displayRef").split()) == [
+        f"refs/notes/t{i}" for i in range(6)
+    ]

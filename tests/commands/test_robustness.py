@@ -230,3 +230,61 @@ def test_validating_a_decided_round_names_the_next_step(project: Path) -> None:
     with pytest.raises(CampaignError, match="round 2 is already accepted") as info:
         validate(project, None)
     assert "git campaign round" in info.value.hint
+
+
+def test_a_hypothesis_that_is_not_utf8_is_refused_by_round(project: Path) -> None:
+    """`round -m` with a latin-1 byte (Python keeps it as a lone surrogate) used to write a verdict
+    that could not be read back."""
+    before = snapshot(project)
+    with pytest.raises(CampaignError, match=r"not UTF-8 \(byte 0xe9") as info:
+        open_round(project, None, "caf\udce9 tiles")
+    assert "UTF-8" in info.value.hint and snapshot(project) == before
+
+
+def test_a_latin1_round_that_skipped_the_hooks_is_decided_and_readable(project: Path, tmp_path: Path) -> None:
+    """A round whose hypothesis reaches validate with bytes that are not UTF-8 (hooks skipped with
+    --no-verify; a branch description set by hand): validate accepted it and moved main, but its
+    verdict could not be read back, the round showed "empty" and `report --html` crashed. The bytes
+    are carried as `\\xNN` escapes now, and the verdict reads back."""
+    from gitcampaign.html_report import write_report
+
+    open_round(project, None, "placeholder")
+    branch = C.round_branch(NAME, 2)
+    subprocess.run(
+        [b"git", b"-C", bytes(project), b"config", f"branch.{branch}.description".encode(), b"caf\xe9 tiles"],
+        check=True,
+    )
+    set_kernel(project, 150)
+    git(project, "add", "kernel.py")
+    subprocess.run(
+        [
+            b"git",
+            b"-C",
+            bytes(project),
+            b"commit",
+            b"-q",
+            b"--no-verify",
+            b"-m",
+            b"Hypothesis: caf\xe9\nChange: x",
+        ],
+        check=True,
+    )
+    assert validate(project, None).decision == C.DECISION_ACCEPT
+    _, rounds = Campaign(g.open_repo(project), NAME).lineage()
+    assert (rounds[0].status, rounds[0].hypothesis) == ("accepted", "caf\\xe9 tiles")
+    page = tmp_path / "report.html"
+    write_report(project, None, page)
+    assert "caf\\xe9 tiles" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("cache", ["[1, 2]", "{BLOBS}", "not json"])
+def test_a_damaged_verdict_cache_is_rebuilt(project: Path, cache: str) -> None:
+    """The cache of parsed verdict notes lives in the git dir: damaged, it costs a re-read."""
+    commit_round(project, "faster", 150)
+    validate(project, None)
+    repo = g.open_repo(project)
+    blobs = g.note_blobs(repo, C.NOTES_VERDICT).values()
+    path = g.common_dir(repo) / "campaign" / "verdict-cache-v3.json"
+    path.write_text(cache.replace("BLOBS", ", ".join(f'"{blob}": {{"docs": 7}}' for blob in blobs)))
+    _, rounds = Campaign(repo, NAME).lineage()
+    assert [entry.status for entry in rounds] == ["accepted"]

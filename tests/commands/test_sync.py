@@ -297,3 +297,160 @@ def test_a_dirty_tree_stops_the_pull_before_anything_moves(team: tuple[Path, Pat
     with pytest.raises(CampaignError):
         pull(bob, None)
     assert refs(bob) == before
+
+
+def test_following_the_clash_hint_keeps_the_local_round_in_sight(team: tuple[Path, Path, Path]) -> None:
+    """Both clones accepted a round 2 on the same head. The hint (delete yours, `pull --supersede`)
+    pinned Bob's round as rejected under the number Alice's accepted round also has, and log, status
+    and report showed only hers. His round now keeps a number of its own, shown as superseded."""
+    from gitcampaign.commands.log import log
+
+    alice, bob, _ = team
+    theirs = commit_round(alice, "bigger tiles", 120)
+    validate(alice, None, probe=False)
+    push(alice, None)
+    mine = commit_round(bob, "wider tiles", 130)  # Bob did not pull: his own round 2
+    validate(bob, None, probe=False)
+    with pytest.raises(CampaignError, match="same round number") as refused:
+        pull(bob, None)
+    assert "--supersede" in refused.value.message
+    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    result = pull(bob, None, supersede=True)
+    rows = {row.round: row for row in log(bob, NAME).rows}
+    assert (rows[2].status, rows[2].commit) == ("accepted", theirs)
+    superseded = [row for row in rows.values() if row.commit == mine]
+    assert len(superseded) == 1 and superseded[0].round == 3
+    assert (superseded[0].status, superseded[0].reasons) == ("rejected", C.REASON_SUPERSEDED)
+    assert superseded[0].hypothesis == "wider tiles"
+    assert status(bob, NAME).to_json()["rounds"]["rejected"] == 1
+    assert any("round 2" in line and "round 3" in line for line in result.merges)
+    push(bob, None)  # and it travels: Alice sees it too
+    pull(alice, None)
+    assert {row.round: row.status for row in log(alice, NAME).rows} == {
+        1: "baseline",
+        2: "accepted",
+        3: "rejected",
+    }
+
+
+def test_a_bundle_without_the_campaigns_main_imports_nothing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """It half-imported: round branches and notes came in, exit 0, then "this repository has no
+    campaign". Now it is refused before any ref moves, naming what is missing."""
+    alice, _, origin = team
+    commit_round(alice, "smaller tiles", 80)
+    start = git(alice, "rev-parse", "main").strip()
+    partial = tmp_path / "partial.bundle"
+    git(alice, "bundle", "create", "-q", str(partial), C.round_branch(NAME, 2), C.NOTES_VERDICT, f"^{start}")
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    before = git(fresh, "for-each-ref")
+    with pytest.raises(CampaignError, match=f"not its accepted line .*{C.main_branch(NAME)}") as refused:
+        import_bundle(fresh, partial)
+    assert "nothing was imported" in refused.value.message and "git campaign export" in refused.value.hint
+    assert git(fresh, "for-each-ref") == before
+
+
+def test_an_import_without_the_start_commit_says_what_is_missing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """`git bundle verify --quiet` prints nothing: the message ended "cannot be imported here: "."""
+    alice, _, _ = team
+    bundle = Path(export(alice, NAME, tmp_path / "a.bundle").path)
+    start = git(alice, "rev-parse", "main").strip()
+    empty = tmp_path / "empty"
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    with pytest.raises(CampaignError) as refused:
+        import_bundle(empty, bundle)
+    assert f"needs commit {start[:12]} (kernel project), which this repository does not have" in (
+        refused.value.message
+    )
+    assert "git fetch" in refused.value.hint and "--self-contained" in refused.value.hint
+
+
+def test_a_fresh_clone_pulls_the_remotes_campaign_without_naming_it(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    alice, _, origin = team
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    pull(fresh, None, "origin")  # said "this repository has no campaign / start one with init"
+    assert refs(fresh) == refs(alice)
+    git(alice, "checkout", "-q", "main")
+    init(alice, options(name="other"))
+    push(alice, None)
+    second = tmp_path / "second"
+    subprocess.run(["git", "clone", "-q", str(origin), str(second)], check=True)
+    with pytest.raises(CampaignError, match="origin has 2 campaigns: demo, other") as refused:
+        pull(second, None, "origin")
+    assert "--campaign" in refused.value.hint
+
+
+def test_a_supersede_interrupted_before_main_moved_is_finished_by_the_next_pull(
+    team: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pull --supersede` notes the REJECT and pins the round before it moves main back: killed in
+    between, the next `pull --supersede` refused ("not an accepted round"), and `validate` would
+    have rolled the round back with a revert commit, diverging further."""
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    validate(alice, None, probe=False)
+    push(alice, None)
+    mine = commit_round(bob, "wider tiles", 130)
+    validate(bob, None, probe=False)
+    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    real_move = g.move_branch
+
+    def killed_before_main_moves(repo: object, branch: str, *args: object, **kwargs: object) -> None:
+        if branch == C.main_branch(NAME):
+            raise KeyboardInterrupt
+        real_move(repo, branch, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(g, "move_branch", killed_before_main_moves)
+    with pytest.raises(KeyboardInterrupt):
+        pull(bob, None, supersede=True)
+    monkeypatch.undo()
+    assert status(bob, NAME).to_json()["rounds"]["pending"] == 0  # validate must not roll it back
+    pull(bob, None, supersede=True)
+    assert refs(bob)[f"refs/heads/{C.main_branch(NAME)}"] == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+    repo = g.open_repo(bob)
+    assert [doc["reasons"] for doc in verdict.read(repo, mine)][-1] == [C.REASON_SUPERSEDED]
+    assert len([doc for doc in verdict.read(repo, mine) if doc.get("phase") == "OVERRIDE"]) == 1
+    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+
+
+def test_a_remote_notes_ref_that_is_no_notes_commit_changes_nothing(team: tuple[Path, Path, Path]) -> None:
+    alice, bob, origin = team
+    commit_round(alice, "bigger tiles", 120)
+    push(alice, None)
+    junk = (
+        subprocess.run(
+            ["git", "-C", str(origin), "hash-object", "-w", "--stdin"],
+            input=b"junk\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    git(origin, "update-ref", C.NOTES_VERDICT, junk)
+    before = refs(bob)
+    with pytest.raises(CampaignError, match="is not a notes commit; nothing was changed"):
+        pull(bob, None)
+    assert refs(bob) == before
+
+
+def test_a_remote_main_without_a_manifest_changes_nothing(
+    team: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A branch named like a campaign's main that is not one (no manifest): pulled, every command
+    there would stop on the missing manifest."""
+    alice, _, origin = team
+    git(origin, "update-ref", "refs/heads/campaign/other/main", git(alice, "rev-parse", "main").strip())
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
+    before = git(fresh, "for-each-ref", "refs/heads", "refs/notes", "refs/campaign")
+    with pytest.raises(CampaignError, match="is not a campaign's accepted line: .*manifest.yaml is missing"):
+        pull(fresh, "other", "origin")
+    assert git(fresh, "for-each-ref", "refs/heads", "refs/notes", "refs/campaign") == before

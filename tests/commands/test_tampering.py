@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -120,6 +121,195 @@ def test_one_malformed_note_breaks_no_campaign(project: Path) -> None:
     status(project, None)
     assert validate(project, None).decision == C.DECISION_ACCEPT
     assert verdict.read(repo, commit)[-1]["decision"] == C.DECISION_ACCEPT
+
+
+def cli(root: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """`git campaign ARGV` through the CLI's one handler: (exit code, stdout + stderr)."""
+    from gitcampaign.cli import main
+
+    code = main(["-C", str(root), *argv])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_note_on_a_pruned_commit_is_skipped_with_the_fix(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A note outlives its commit (`git gc --prune=now` removes an unreachable commit, never the note
+    on it): every verb went on to end in "internal error"; now the note is skipped and named."""
+    tree = git(project, "rev-parse", "HEAD^{tree}").strip()
+    gone = git(project, "commit-tree", tree, "-p", "HEAD", "-m", "unreachable").strip()
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "add", "-m", f"campaign: {NAME}\nround: 5", gone)
+    git(project, "reflog", "expire", "--expire=now", "--all")
+    git(project, "gc", "-q", "--prune=now")
+    assert subprocess.run(["git", "-C", str(project), "cat-file", "-e", gone]).returncode != 0  # gone
+    for argv in (["status"], ["log"], ["show", "1"], ["next"]):
+        code, out = cli(project, capsys, *argv)
+        assert code == 0, out
+        assert f"git notes --ref {C.NOTES_VERDICT} prune" in out and gone[:12] in out
+    commit_round(project, "faster", 150)
+    code, out = cli(project, capsys, "validate")
+    assert code == 0 and "round 2: ACCEPT" in out
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "prune")  # the fix the warning names
+    assert "prune" not in cli(project, capsys, "status")[1]
+
+
+def alias_bomb(levels: int) -> bytes:
+    """A verdict document of `levels` nested aliases, 9 wide: 9**levels strings once expanded."""
+    lines = [f"campaign: {NAME}", "round: 2", "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return ("---\n" + "\n".join(lines) + "\n").encode()
+
+
+def test_a_yaml_alias_bomb_in_a_verdict_note_is_refused_fast(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nested aliases in a note (a pull brings anyone's) made status, log and show run for minutes
+    and grow by gigabytes; a document with an alias is skipped, and the warning says why."""
+    import time
+
+    commit = commit_round(project, "faster", 150)
+    validate(project, None)
+    repo = g.open_repo(project)
+    before = g.read_note(repo, C.NOTES_VERDICT, commit) or b""
+    g.write_note(repo, C.NOTES_VERDICT, commit, before + alias_bomb(7), replace=True)
+    started = time.monotonic()
+    for argv in (["status"], ["log"], ["show", "2"]):
+        code, out = cli(project, capsys, *argv)
+        assert code == 0, out
+        assert "document 2: it uses a YAML alias" in out and commit[:12] in out
+    assert time.monotonic() - started < 20
+    assert rounds(project)[2] == STATUS_ACCEPTED  # the round's own document still decides
+    assert [doc.phase for doc in verdict.read(repo, commit)] == ["VALIDATE"]
+
+
+def test_a_broken_verdict_on_an_accepted_round_names_the_note_and_its_restore(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The round's note was overwritten by hand: status called the round "empty", validate found
+    nothing waiting, rollback said the ref moved, report refused, and nothing named the note. Now
+    each says the same thing, and its hint is the command that puts the last good version back."""
+    commit = commit_round(project, "faster", 150)
+    validate(project, None)
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "add", "-f", "-m", "decision: [ACCEPT", commit)
+    code, out = cli(project, capsys, "status")
+    assert code == 0 and "rounds: 1 damaged" in out and f"{C.NOTES_VERDICT} on {commit[:12]}" in out
+    restore = out.split("next: ", 1)[1].split("`")[1]
+    assert restore.startswith(f"git notes --ref {C.NOTES_VERDICT} add -f -C ") and restore.endswith(commit)
+    for verb in (
+        lambda: validate(project, None),
+        lambda: rollback(project, None, 2, "x"),
+        lambda: report(project, None, force=True),
+        lambda: open_round(project, None, "next"),
+    ):
+        with pytest.raises(CampaignError, match=f"round 2's verdict .* on {commit[:12]}") as info:
+            verb()
+        assert restore in info.value.hint
+    git(project, *restore.split()[1:])
+    assert rounds(project)[2] == STATUS_ACCEPTED and "damaged" not in cli(project, capsys, "status")[1]
+
+
+def test_an_emptied_verdict_on_an_accepted_round_is_damage(project: Path) -> None:
+    commit = commit_round(project, "faster", 150)
+    validate(project, None)
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "add", "-f", "--allow-empty", "-m", "", commit)
+    assert rounds(project)[2] == "damaged"
+    with pytest.raises(CampaignError, match="the note holds no document") as info:
+        validate(project, None)
+    git(project, *info.value.hint.split("`")[1].split()[1:])
+    assert rounds(project)[2] == STATUS_ACCEPTED
+
+
+def test_an_edited_ratio_on_an_accepted_round_is_damage_not_an_empty_round(project: Path) -> None:
+    """A document that parses but that git's records no longer back (its ratio edited by hand)."""
+    commit = commit_round(project, "faster", 150)
+    validate(project, None)
+    repo = g.open_repo(project)
+    edited = (g.read_note(repo, C.NOTES_VERDICT, commit) or b"").replace(b"\nratio: 1.", b"\nratio: 9.", 1)
+    g.write_note(repo, C.NOTES_VERDICT, commit, edited, replace=True)
+    assert rounds(project)[2] == "damaged"
+    with pytest.raises(CampaignError, match="ratio and interval are not what its samples give") as info:
+        validate(project, None)
+    git(project, *info.value.hint.split("`")[1].split()[1:])
+    assert rounds(project)[2] == STATUS_ACCEPTED
+
+
+def test_a_missing_baseline_verdict_is_an_error_naming_the_fix(project: Path) -> None:
+    """Without the baseline's verdict the frozen-field check was silently skipped (and report
+    crashed); now every deciding command stops on it, naming the note and the restore."""
+    baseline_commit = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    git(project, "notes", "--ref", C.NOTES_VERDICT, "remove", baseline_commit)
+    manifest = project / "campaigns" / NAME / "manifest.yaml"
+    git(project, "checkout", "-q", C.main_branch(NAME))
+    manifest.write_text(manifest.read_text().replace("aggregate: ", "aggregate: 0.5 #", 1))
+    git(project, "commit", "-q", "-am", "a frozen field edited by hand")
+    for verb in (lambda: open_round(project, None, "faster"), lambda: report(project, None, force=True)):
+        with pytest.raises(CampaignError, match=f"baseline verdict .* on {baseline_commit[:12]}") as info:
+            verb()
+        assert "add -f -C" in info.value.hint
+    git(project, *info.value.hint.split("`")[1].split()[1:])
+    with pytest.raises(CampaignError, match="changed by hand since the baseline"):
+        open_round(project, None, "faster")  # the frozen-field check runs again
+
+
+def test_a_notes_ref_that_is_no_notes_commit_names_the_way_back(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notes ref moved to a blob (by hand, or by a hostile push): `git notes list` dies on it, and
+    every verb ended in "internal error"."""
+    previous = git(project, "rev-parse", C.NOTES_VERDICT).strip()
+    blob = (
+        subprocess.run(
+            ["git", "-C", str(project), "hash-object", "-w", "--stdin"],
+            input=b"junk\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    git(project, "update-ref", C.NOTES_VERDICT, blob)
+    code, out = cli(project, capsys, "status")
+    assert code == 1 and f"{C.NOTES_VERDICT} points at {blob}, which is not a notes commit" in out
+    assert f"git reflog show {C.NOTES_VERDICT}" in out
+    git(project, "update-ref", C.NOTES_VERDICT, previous)
+    assert cli(project, capsys, "status")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ("written: 2026-01-01", "it holds a date value"),  # the verdict cache's JSON failed on it
+        ("when: !!binary aGk=", "it holds a bytes value"),
+        ("1: one", "a mapping key is int 1"),
+        ("reasons: 5", "field 'reasons' is not a list of strings"),  # ", ".join(5) in the lineage
+        ("shapes: {s-small: {ratio: fast}}", "field 'shapes' is not a mapping of shapes"),
+        ("ci: 3", "field 'ci' is not two numbers"),
+    ],
+)
+def test_a_field_of_another_type_in_a_note_breaks_no_reader(
+    project: Path, capsys: pytest.CaptureFixture[str], field: str, why: str
+) -> None:
+    """A document that git's records back (the right commit, parent and tree) with one field of a
+    type no reader expects made status, log, show and `report --html` end in "internal error"."""
+    commit = commit_round(project, "faster", 150)
+    parent = git(project, "rev-parse", f"{commit}^").strip()
+    tree = git(project, "rev-parse", f"{commit}^{{tree}}").strip()
+    text = (
+        f"campaign: {NAME}\nround: 2\nphase: OVERRIDE\ndecision: REJECT\ncommit: {commit}\n"
+        f"incumbent: {parent}\ntree: {tree}\n{field}\n"
+    )
+    g.write_note(g.open_repo(project), C.NOTES_VERDICT, commit, text.encode())
+    for argv in (
+        ["status"],
+        ["log"],
+        ["show", "2"],
+        ["report", "--html", "-o", str(project.parent / "r.html")],
+    ):
+        code, out = cli(project, capsys, *argv)
+        assert code == 0, out
+        assert f"document 1: {why}" in out
+    assert rounds(project)[2] == STATUS_OPEN  # the skipped REJECT decided nothing
 
 
 def test_commit_on_main_during_validate_is_reported_not_stuck(
@@ -343,6 +533,60 @@ def test_implausible_figures_stop_the_command(project: Path, monkeypatch: pytest
     with pytest.raises(CampaignError, match="beyond any GPU") as info:
         validate(project, None)
     assert "timer" in info.value.hint and snapshot(project) == before
+
+
+def test_an_infinite_metric_stops_validate_with_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate whose Forward TFLOPS is `inf` with Check PASS crashed validate every time."""
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    init(root, options(metric="forward"))
+    baseline(root, None)
+    commit_round(root, "infinitely fast", "float('inf')")  # type: ignore[arg-type]
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match="s-small Forward TFLOPS = inf .* beyond any GPU") as info:
+        validate(root, None)
+    assert "timer" in info.value.hint and snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    ("speed", "mode", "message"),
+    [
+        # NaN was reported as "no target shape passes Check"
+        ("float('nan')", "", "Combined Step TFLOPS = nan on s-small, s-mid, s-odd, s-large"),
+        # 0 was recorded, and every later validate stopped on the incumbent: the campaign was stuck
+        ("100.0", "zero", "Forward TFLOPS = 0 on s-small, s-mid, s-odd, s-large"),
+    ],
+)
+def test_a_baseline_that_measures_nothing_usable_is_refused_with_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speed: str, mode: str, message: str
+) -> None:
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    metric = "forward" if mode == "zero" else "step"
+    init(root, options(metric=metric))
+    set_kernel(root, speed)  # type: ignore[arg-type]
+    git(root, "commit", "-q", "--allow-empty", "-am", "the kernel under test")
+    monkeypatch.setenv("BENCH_MODE", mode)
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match=message) as info:
+        baseline(root, None)
+    assert "PASS" in info.value.message and "harness" in info.value.hint
+    assert snapshot(root) == before
+
+
+def test_a_shape_no_gpu_can_hold_is_refused_at_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10^9-row shape was accepted, then baselined as ERROR without a word."""
+    root = make_project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    (root / "huge.yaml").write_text("- {label: huge, M: 1000000000, N: 4096, K: 4096}\n")
+    before = snapshot(root)
+    with pytest.raises(CampaignError, match="huge needs at least 16384 GB") as info:
+        init(root, options(shapes="huge.yaml"))
+    assert "huge.yaml" in info.value.hint and snapshot(root) == before
+    with pytest.raises(CampaignError, match="llama3.1-8b-qkv-mbs100000 needs at least"):
+        init(root, options(shapes="llama3.1-8b:mbs=100000"))  # a preset scaled past any GPU
 
 
 def test_incumbent_nan_is_not_blamed_on_the_candidate(project: Path) -> None:

@@ -1,9 +1,9 @@
 """What every op file shares: backend choice, interpreter detection, autotune configs, tile order,
-and what the persistent TMA kernels need: the grid's width and the descriptors' scratch memory."""
+the custom-op namespace, and what the persistent TMA kernels need: the device's capability, the
+grid's width and the descriptors' scratch memory."""
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -11,6 +11,9 @@ import triton
 import triton.language as tl
 
 BACKENDS = ("triton", "torch")
+# Every op registers as torch.ops.gitcampaign_kernels.NAME (torch.library.custom_op), the form
+# torch.compile traces as one opaque node with a fake (shape-only) implementation and an autograd formula.
+NAMESPACE = "gitcampaign_kernels"
 
 
 def backend(env_var: str) -> str:
@@ -102,29 +105,41 @@ def tma_addressable(tensor: torch.Tensor, unit_dim: int) -> bool:
     )
 
 
-@functools.cache
-def _capability_major(device_index: int) -> int:
-    return torch.cuda.get_device_capability(device_index)[0]
+# Device properties, looked up once per device index. Plain dicts rather than functools.cache: the
+# lookups run inside the custom ops, but a cached function is also what torch.compile's tracer
+# cannot enter, so none stays where a traced region could reach it.
+_CAPABILITY: dict[int, tuple[int, int]] = {}
+_SM_COUNT: dict[int, int] = {}
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    """(major, minor) compute capability of a CUDA device."""
+    index = _index(device)
+    known = _CAPABILITY.get(index)
+    if known is None:
+        known = _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return known
 
 
 def tma_supported(device: torch.device) -> bool:
-    """TMA exists from sm90 on (looked up once per device); the interpreter runs TMA kernels on the CPU."""
-    if device.type != "cuda":
-        return True
-    return _capability_major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+    """TMA exists from sm90 on; the interpreter runs TMA kernels on the CPU."""
+    return device.type != "cuda" or capability(device)[0] >= 9
 
 
 def num_sms(device: torch.device, interpreter_programs: int) -> int:
-    """Width of a persistent grid: the SM count of a CUDA device (a device property, looked up once);
-    in the interpreter `interpreter_programs`, a few, so that CPU tests walk several tiles a program."""
+    """Width of a persistent grid: the SM count of a CUDA device; in the interpreter
+    `interpreter_programs`, a few, so that CPU tests walk several tiles a program."""
     if device.type != "cuda":
         return interpreter_programs
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    index = _index(device)
+    known = _SM_COUNT.get(index)
+    if known is None:
+        known = _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return known
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:

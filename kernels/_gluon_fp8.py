@@ -134,7 +134,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels._common import interpreting, tile_pid
+from kernels._common import capability, interpreting, tile_pid
 from kernels._common import num_sms as device_sms
 
 CONSUMER_ROWS = 64  # a consumer warpgroup's rows of the tile: BLOCK_M = 64 * consumers
@@ -403,10 +403,7 @@ def _gemm_fp8_blockwise_ws_kernel(
 def runs_on(device: torch.device) -> bool:
     """Whether this kernel can run on `device`: a CUDA device of compute capability 9.0 (wgmma,
     setmaxnreg and this register split are Hopper's), outside Triton's interpreter."""
-    if device.type != "cuda" or interpreting():
-        return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(index) == (9, 0)
+    return device.type == "cuda" and not interpreting() and capability(device) == (9, 0)
 
 
 def takes(device: torch.device, y_group_n: int, m: int, n: int) -> bool:
@@ -425,8 +422,15 @@ def tile(y_group_n: int, out_dtype: torch.dtype) -> tuple[int, int]:
     return TILE_COLUMN_SCALES if y_group_n == 1 else TILE_WEIGHT_BLOCKS
 
 
+# Shared-memory layouts of the descriptors' boxes, by (box, dtype): computed once, not every call.
+_LAYOUTS: dict[tuple[tuple[int, ...], torch.dtype], gl.NVMMASharedLayout] = {}
+
+
 def _descriptor(tensor: torch.Tensor, block: list[int]) -> TensorDescriptor:
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[tensor.dtype])
+    key = (tuple(block), tensor.dtype)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[tensor.dtype])
     return TensorDescriptor.from_tensor(tensor, block, layout)
 
 

@@ -76,6 +76,7 @@ import triton.language as tl
 from kernels._common import (
     TMA_ONLY_KEYS,
     backend,
+    capability,
     input_precision,
     num_sms,
     pick_configs,
@@ -704,7 +705,7 @@ def _torch_grouped_mm_usable(a: torch.Tensor, b: torch.Tensor) -> bool:
         hasattr(torch, "_grouped_mm")
         and a.is_cuda
         and a.dtype == torch.bfloat16
-        and torch.cuda.get_device_capability(a.device)[0] == 9
+        and capability(a.device)[0] == 9
         and a.shape[1] % 8 == 0
         and b.shape[1] % 8 == 0
     )

@@ -698,11 +698,13 @@ def _rowwise(
     x: torch.Tensor, fp8_dtype: torch.dtype, column_amax: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Rowwise codes of x, with x's column maxima (the row maxima of x.T, for the backward's
-    rowwise pass over x.T) where `column_amax` asks for them and our quantiser folds them into this
-    pass; else None, and that pass finds them itself."""
-    if column_amax and backend(BACKEND_ENV) != "torch":
-        return quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
-    return (*_quantize(x, "rowwise", fp8_dtype), None)
+    rowwise pass over x.T) where `column_amax` asks for them, else None. Our quantiser folds them
+    into this pass where it can (see quant.quantize_rowwise_with_column_amax)."""
+    if not column_amax:
+        return (*_quantize(x, "rowwise", fp8_dtype), None)
+    if backend(BACKEND_ENV) == "torch":
+        return (*quant._quantize_torch(x, "rowwise", fp8_dtype), quant.column_amax_torch(x))
+    return quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
 
 
 def _rowwise_t(
@@ -711,6 +713,8 @@ def _rowwise_t(
     """Rowwise codes of x.T: one pass from its row maxima where `_rowwise` found them."""
     if amax_t is None:
         return _quantize(x.t(), "rowwise", fp8_dtype)
+    if backend(BACKEND_ENV) == "torch":
+        return quant._quantize_torch(x.t(), "rowwise", fp8_dtype, amax_t)
     return quant.quantize_rowwise_given_amax(x.t(), amax_t, fp8_dtype)
 
 

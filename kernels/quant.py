@@ -694,12 +694,15 @@ def expand_scales(scales: torch.Tensor, granularity: str, rows: int, cols: int) 
 
 
 def _quantize_torch(
-    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
+    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype, group_amax: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float32 operations of the Triton kernel, in the same order, in torch."""
+    """The float32 operations of the Triton kernel, in the same order, in torch; `group_amax`, where
+    given, is every group's |x| maximum, shaped like the scales (max is exact: the same bits)."""
     fp8_max = FP8_MAX[fp8_dtype]
     x32 = x.to(torch.float32)
-    amax = _group_amax(x32, granularity).clamp_min(SCALE_EPS)
+    if group_amax is None:
+        group_amax = _group_amax(x32, granularity)
+    amax = group_amax.clamp_min(SCALE_EPS)
     # Tensor-by-tensor divisions: on CUDA, torch turns `tensor / python_scalar` into a multiply by
     # the scalar's reciprocal, which is not the kernel's IEEE division.
     scales = amax / torch.full_like(amax, fp8_max)
@@ -745,18 +748,34 @@ def quantize_tensorwise_transposed(
     return q, q_t, scales
 
 
+def column_amax_torch(x: torch.Tensor) -> torch.Tensor:
+    """Every column's |x| maximum, float32 (C, 1), in torch (max is exact: the kernels' bits)."""
+    return x.abs().amax(dim=0).to(torch.float32).reshape(-1, 1)
+
+
+def _column_amax(x: torch.Tensor) -> torch.Tensor:
+    """Every column's |x| maximum, float32 (C, 1): the row maxima of x.T in runs of chunks, then,
+    where a row took several runs, one more launch that reduces them."""
+    partials = _row_maxima(x.t())
+    splits = partials.shape[1]
+    return partials if splits == 1 else _row_maxima(partials, triton.cdiv(splits, STRIDED_BLOCK_C))
+
+
 def quantize_rowwise_with_column_amax(
     x: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Rowwise codes and scales of x with every column's |x| maximum: (q, scales, column_amax),
     column_amax float32 (C, 1), the row maxima of x.T for `quantize_rowwise_given_amax(x.t(), ...)`.
-    The maxima are folded into the rowwise pass (two launches: the pass, then a reduction of its
-    per-program partials); where that pass does not apply (rows longer than MAX_BLOCK_C, strided
-    rows, the torch backend) this is `quantize(x, "rowwise")` and column_amax is None."""
+    On unit-stride rows up to MAX_BLOCK_C columns the maxima are folded into the rowwise pass (two
+    launches: the pass, then a reduction of its per-program partials); elsewhere (longer or strided
+    rows) the rowwise pass runs as in quantize() and the maxima take a pass over x.T of their own,
+    the one its quantisation would otherwise make; the torch backend computes them in torch."""
     _check_input(x, "rowwise", fp8_dtype)
     rows, cols = x.shape
-    if backend(BACKEND_ENV) == "torch" or x.stride(1) != 1 or cols > MAX_BLOCK_C:
-        return (*quantize(x, "rowwise", fp8_dtype), None)
+    if backend(BACKEND_ENV) == "torch":
+        return (*_quantize_torch(x, "rowwise", fp8_dtype), column_amax_torch(x))
+    if x.stride(1) != 1 or cols > MAX_BLOCK_C:
+        return (*_quantize_triton(x, "rowwise", fp8_dtype), _column_amax(x))
     q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
     scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     # A fixed number of programs (not one per config's row group), so that the partials' count does
@@ -778,7 +797,7 @@ def quantize_rowwise_given_amax(
     """Rowwise codes and scales of a 2-D view (any strides) whose rows' |x| maxima are known
     (row_amax: float32 (R, 1), e.g. the column_amax of `quantize_rowwise_with_column_amax` for
     x = that tensor's .t()): one pass, without the amax pass of its own. The result is
-    `quantize(x, "rowwise")`'s when row_amax holds x's maxima; the torch backend computes them."""
+    `quantize(x, "rowwise")`'s when row_amax holds x's maxima, on either backend."""
     _check_input(x, "rowwise", fp8_dtype)
     rows, cols = x.shape
     if row_amax.shape != (rows, 1) or row_amax.dtype != torch.float32 or row_amax.device != x.device:
@@ -787,7 +806,7 @@ def quantize_rowwise_given_amax(
             f"({rows}, 1) on {x.device}: the column_amax that quantize_rowwise_with_column_amax returned"
         )
     if backend(BACKEND_ENV) == "torch":
-        return _quantize_torch(x, "rowwise", fp8_dtype)
+        return _quantize_torch(x, "rowwise", fp8_dtype, row_amax)
     q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
     scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     _quantize_rows_from_partials(x, q, scales, row_amax.contiguous(), FP8_MAX[fp8_dtype])

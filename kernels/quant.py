@@ -73,12 +73,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, num_sms, pick_configs, without_keys
+from kernels._common import NAMESPACE, backend, num_sms, pick_configs, without_keys
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -532,12 +533,12 @@ def _check_input(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> N
 
 def _scale_shape(rows: int, cols: int, granularity: str) -> tuple[int, int]:
     """Shape of the float32 scales for an R x C input."""
-    groups = math.ceil(cols / BLOCK)
+    groups = -(-cols // BLOCK)  # integer ceil, so that the fake op's symbolic sizes work too
     return {
         "tensorwise": (1, 1),
         "rowwise": (rows, 1),
         "blockwise": (rows, groups),
-        "block128": (math.ceil(rows / BLOCK), groups),
+        "block128": (-(-rows // BLOCK), groups),
     }[granularity]
 
 
@@ -713,15 +714,20 @@ def _quantize_torch(
     return q, scales
 
 
+def _quantize(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize` for checked inputs: the backend KERNELS_QUANT_BACKEND names, read at every call."""
+    if backend(BACKEND_ENV) == "torch":
+        return _quantize_torch(x, granularity, fp8_dtype)
+    return _quantize_triton(x, granularity, fp8_dtype)
+
+
 def quantize(
     x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype = torch.float8_e4m3fn
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantise the rows of a 2-D view (any strides) with any of the four granularities, on the
     backend KERNELS_QUANT_BACKEND picks. gemm_fp8 calls this for its operands and gradients."""
     _check_input(x, granularity, fp8_dtype)
-    if backend(BACKEND_ENV) == "torch":
-        return _quantize_torch(x, granularity, fp8_dtype)
-    return _quantize_triton(x, granularity, fp8_dtype)
+    return _quantize(x, granularity, fp8_dtype)
 
 
 def quantize_tensorwise_transposed(
@@ -813,24 +819,6 @@ def quantize_rowwise_given_amax(
     return q, scales
 
 
-class _QuantizeFP8(torch.autograd.Function):
-    """Quantisation is a rounding step with no useful gradient: outputs are marked non-differentiable."""
-
-    @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, granularity: str
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        q, scales = quantize(x, granularity)
-        ctx.mark_non_differentiable(q, scales)
-        return q, scales
-
-    @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad_q: torch.Tensor, grad_scales: torch.Tensor
-    ) -> tuple[None, None]:
-        return None, None
-
-
 def _check_public(granularity: str) -> None:
     if granularity not in PUBLIC_GRANULARITIES:
         raise ValueError(
@@ -838,15 +826,44 @@ def _check_public(granularity: str) -> None:
         )
 
 
+@torch.library.custom_op(f"{NAMESPACE}::quantize_fp8", mutates_args=())
+def quantize_fp8_op(x: torch.Tensor, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize_fp8` as a custom op, the node torch.compile puts in its graph; inputs as
+    `quantize_fp8` checks them."""
+    return _quantize(x, granularity, torch.float8_e4m3fn)
+
+
+@quantize_fp8_op.register_fake
+def _quantize_fp8_fake(x: torch.Tensor, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, cols = x.shape
+    q = x.new_empty((rows, cols), dtype=torch.float8_e4m3fn)
+    return q, x.new_empty(_scale_shape(rows, cols, granularity), dtype=torch.float32)
+
+
+def _quantize_fp8_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
+    # Quantisation is a rounding step with no useful gradient.
+    ctx.mark_non_differentiable(*output)
+
+
+def _quantize_fp8_backward(ctx: Any, grad_q: torch.Tensor, grad_scales: torch.Tensor) -> tuple[None, None]:
+    return None, None
+
+
+quantize_fp8_op.register_autograd(_quantize_fp8_backward, setup_context=_quantize_fp8_setup)
+
+
 def quantize_fp8(x: torch.Tensor, granularity: str = "rowwise") -> tuple[torch.Tensor, torch.Tensor]:
     """x (M x K, bf16/fp16/fp32) -> (q: float8_e4m3fn M x K, scales: float32), x ~= q * scales.
 
     tensorwise: scales (1, 1); rowwise: scales (M, 1); blockwise: 1x128 blocks along K, scales
-    (M, ceil(K/128)).
+    (M, ceil(K/128)). Neither output carries a gradient. Under torch.compile this is the custom op
+    `torch.ops.gitcampaign_kernels.quantize_fp8`.
     """
     _check_public(granularity)
-    q, scales = _QuantizeFP8.apply(x, granularity)
-    return q, scales
+    _check_input(x, granularity, torch.float8_e4m3fn)
+    if torch.compiler.is_compiling():
+        return quantize_fp8_op(x, granularity)
+    return _quantize(x.detach(), granularity, torch.float8_e4m3fn)
 
 
 def quantize_fp8_reference(

@@ -134,7 +134,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels._common import capability, interpreting, tile_pid
+from kernels._common import capability, interpreting, launch, tile_pid
 from kernels._common import num_sms as device_sms
 
 CONSUMER_ROWS = 64  # a consumer warpgroup's rows of the tile: BLOCK_M = 64 * consumers
@@ -465,7 +465,8 @@ def matmul_blockwise(
         sy_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sy), [1, block_n])
     else:
         sx_arg, sy_arg = sx, sy
-    _gemm_fp8_blockwise_ws_kernel[grid](
+    launch(
+        _gemm_fp8_blockwise_ws_kernel, grid,
         _descriptor(x, [CONSUMER_ROWS, BLOCK_K]), _descriptor(y, [block_n, BLOCK_K]),
         _descriptor(out, [CONSUMER_ROWS, HALF_N]), sx_arg, sy_arg, sx.stride(0), sy.stride(0),
         Y_GROUP_N=y_group_n, STAGES=STAGES[consumers, block_n], GROUP_M=GROUP_M,

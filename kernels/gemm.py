@@ -58,6 +58,7 @@ from kernels._common import (
     TMA_ONLY_KEYS,
     backend,
     input_precision,
+    launch,
     num_sms,
     pick_configs,
     tile_pid,
@@ -273,7 +274,9 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
             return (min(sms, tiles),)
 
-        _matmul_nt_kernel[persistent_grid](
+        launch(
+            _matmul_nt_kernel,
+            persistent_grid,
             a,
             b,
             out,
@@ -292,7 +295,9 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     def grid(meta: dict[str, int]) -> tuple[int]:
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    _matmul_nt_pointer_kernel[grid](
+    launch(
+        _matmul_nt_pointer_kernel,
+        grid,
         a,
         b,
         out,

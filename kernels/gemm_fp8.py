@@ -83,6 +83,7 @@ from kernels._common import (
     NAMESPACE,
     TMA_ONLY_KEYS,
     backend,
+    launch,
     pick_configs,
     pinned,
     tile_pid,
@@ -448,7 +449,8 @@ def _matmul_triton(
             return (min(sms * meta.get("OCCUPANCY", 1), tiles),)
 
         _check_block_k(_gemm_fp8_tma_kernel.configs, granularity)
-        _gemm_fp8_tma_kernel[persistent_grid](
+        launch(
+            _gemm_fp8_tma_kernel, persistent_grid,
             x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0),
             sy.stride(0), SCALING=scaling, Y_GROUP_N=y_group_n, NUM_SMS=sms,
         )  # fmt: skip
@@ -458,7 +460,8 @@ def _matmul_triton(
         return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
     _check_block_k(_gemm_fp8_kernel.configs, granularity)
-    _gemm_fp8_kernel[grid](
+    launch(
+        _gemm_fp8_kernel, grid,
         x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0), sy.stride(0),
         SCALING=scaling, Y_GROUP_N=y_group_n,
     )  # fmt: skip
@@ -688,7 +691,7 @@ def _transposed(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, to
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
         return (triton.cdiv(rows, meta["BLOCK_R"]), triton.cdiv(cols, meta["BLOCK_C"]))
 
-    _transpose_kernel_tuned[grid](q.view(torch.uint8), bytes_t, rows, cols)
+    launch(_transpose_kernel_tuned, grid, q.view(torch.uint8), bytes_t, rows, cols)
     return bytes_t.view(q.dtype), scales.t().contiguous()
 
 

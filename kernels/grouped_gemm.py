@@ -82,6 +82,7 @@ from kernels._common import (
     backend,
     capability,
     input_precision,
+    launch,
     num_sms,
     pick_configs,
     tile_pid,
@@ -577,7 +578,9 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
             bound = (triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"])
             return (min(sms, bound),)
 
-        _grouped_matmul_nt_tma_kernel[persistent_grid](
+        launch(
+            _grouped_matmul_nt_tma_kernel,
+            persistent_grid,
             a,
             b,
             out,
@@ -599,7 +602,9 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
     def grid(meta: dict[str, int]) -> tuple[int]:
         return ((triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-    _grouped_matmul_nt_kernel[grid](
+    launch(
+        _grouped_matmul_nt_kernel,
+        grid,
         a,
         b,
         out,
@@ -640,7 +645,9 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
             tiles = triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"])
             return (min(sms, groups * tiles),)
 
-        _grouped_db_tma_kernel[persistent_grid](
+        launch(
+            _grouped_db_tma_kernel,
+            persistent_grid,
             grad_out,
             a,
             grad_b,
@@ -661,7 +668,9 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
     def grid(meta: dict[str, int]) -> tuple[int, int]:
         return (triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"]), groups)
 
-    _grouped_db_kernel[grid](
+    launch(
+        _grouped_db_kernel,
+        grid,
         grad_out,
         a,
         grad_b,

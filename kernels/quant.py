@@ -79,7 +79,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._common import NAMESPACE, backend, num_sms, pick_configs, without_keys
+from kernels._common import NAMESPACE, backend, launch, num_sms, pick_configs, without_keys
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -566,13 +566,15 @@ def _quantize_tensorwise(
     tiles = triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c)
     num_partials = min(tiles, sms * AMAX_PER_SM)
     partials = torch.empty(num_partials, dtype=torch.float32, device=x.device)
-    _amax_partials_kernel[(num_partials,)](
+    launch(
+        _amax_partials_kernel, (num_partials,),
         x, partials, rows, cols, x.stride(0),
         BLOCK_R=block_r, BLOCK_C=block_c, STAGES=AMAX_STAGES, num_warps=AMAX_WARPS,
     )  # fmt: skip
     if q_t is not None:
         block_c = min(triton.next_power_of_2(cols), TRANSPOSED_TILE_C)
-    _quant_tensorwise_kernel_tuned[_tensorwise_grid(rows, cols, block_c, sms)](
+    launch(
+        _quant_tensorwise_kernel_tuned, _tensorwise_grid(rows, cols, block_c, sms),
         x, q, q if q_t is None else q_t, scales, partials, rows, cols, x.stride(0), num_partials,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=triton.next_power_of_2(num_partials),
         TRANSPOSED=q_t is not None,
@@ -586,7 +588,8 @@ def _row_maxima(x: torch.Tensor, split_chunks: int | None = None) -> torch.Tenso
     split_chunks = split_chunks or SPLIT_CHUNKS
     splits = triton.cdiv(cols, split_chunks * STRIDED_BLOCK_C)
     partials = torch.empty((rows, splits), dtype=torch.float32, device=x.device)
-    _row_amax_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), splits)](
+    launch(
+        _row_amax_partials_kernel, (triton.cdiv(rows, SPLIT_BLOCK_R), splits),
         x, partials, rows, cols, x.stride(0), x.stride(1), splits,
         BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=split_chunks, STAGES=SPLIT_STAGES,
         num_warps=4,
@@ -601,7 +604,8 @@ def _quantize_rows_from_partials(
     grid of 32 x 256 tiles that each reduce their rows' partials (one launch, all SMs busy)."""
     rows, cols = x.shape
     splits = partials.shape[1]
-    _row_quant_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), triton.cdiv(cols, STRIDED_BLOCK_C))](
+    launch(
+        _row_quant_partials_kernel, (triton.cdiv(rows, SPLIT_BLOCK_R), triton.cdiv(cols, STRIDED_BLOCK_C)),
         x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C,
         SPLITS_POW2=triton.next_power_of_2(splits), num_warps=4,
@@ -635,13 +639,16 @@ def _quantize_triton(
                 triton.cdiv(cols, max(group_c, block_c)),
             )
 
-        _quant_kernel_tuned[grid](
+        launch(
+
+            _quant_kernel_tuned, grid,
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=group_c, BLOCK_C=block_c, GROUP_R=1, GIVEN_AMAX=False, **common,
         )  # fmt: skip
     elif granularity == "block128":
         grid_2d = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
-        _quant_kernel[grid_2d](
+        launch(
+            _quant_kernel, grid_2d,
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=BLOCK, BLOCK_C=BLOCK, GROUP_R=BLOCK, GIVEN_AMAX=False, ELEMS=BLOCK * BLOCK,
             num_warps=8, **common,
@@ -650,10 +657,21 @@ def _quantize_triton(
         amax = torch.zeros(1, dtype=torch.float32, device=x.device)
         tile_r, tile_c = 32, 256
         grid_2d = (triton.cdiv(rows, tile_r), triton.cdiv(cols, tile_c))
-        _amax_kernel[grid_2d](
-            x, amax, rows, cols, x.stride(0), x.stride(1), BLOCK_R=tile_r, BLOCK_C=tile_c, num_warps=8
+        launch(
+            _amax_kernel,
+            grid_2d,
+            x,
+            amax,
+            rows,
+            cols,
+            x.stride(0),
+            x.stride(1),
+            BLOCK_R=tile_r,
+            BLOCK_C=tile_c,
+            num_warps=8,
         )
-        _quant_kernel[grid_2d](
+        launch(
+            _quant_kernel, grid_2d,
             x, q, scales, amax, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=tile_c, BLOCK_C=tile_c, GROUP_R=tile_r, GIVEN_AMAX=True, ELEMS=tile_r * tile_c,
             num_warps=8, **common,
@@ -789,7 +807,8 @@ def quantize_rowwise_with_column_amax(
     # maximum sees.
     programs = min(rows, num_sms(x.device, INTERPRETER_SMS) * COLMAX_PER_SM)
     colmax = torch.empty((programs, cols), dtype=torch.float32, device=x.device)
-    _quant_rows_colmax_kernel_tuned[(programs,)](
+    launch(
+        _quant_rows_colmax_kernel_tuned, (programs,),
         x, q, scales, colmax, rows, cols, x.stride(0),
         FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=triton.next_power_of_2(cols),
     )  # fmt: skip

@@ -523,12 +523,24 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -
         )
 
 
+@triton.jit(debug=True)
+def _check_sizes_kernel(sizes_ptr, G, M_total, G_POW2: tl.constexpr):
+    """One program: every group size non-negative and their sum M_total. Compiled with debug=True,
+    the one kernel whose device_assert Triton keeps: a failure stops the stream with a device-side
+    assert, as torch._assert_async does, without a host sync."""
+    groups = tl.arange(0, G_POW2)
+    sizes = tl.load(sizes_ptr + groups, mask=groups < G, other=0)
+    tl.device_assert(tl.min(sizes, 0) >= 0, "group_sizes must be non-negative")
+    tl.device_assert(tl.sum(sizes, 0) == M_total, "group_sizes must sum to a.shape[0]")
+
+
 def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
     """Check group_sizes is non-negative and sums to the rows of `a`.
 
     On the CPU the values are in host memory and a wrong sum raises ValueError. On a GPU reading them
-    would stall the stream every call, so the check is `torch._assert_async` (a device-side assert,
-    no host sync); the kernels clamp rows to ΣM, so a wrong sum can never touch memory out of bounds.
+    would stall the stream every call, so the check is `_check_sizes_kernel` (a device-side assert
+    in one launch, no host sync); the kernels clamp rows to ΣM, so a wrong sum can never touch
+    memory out of bounds.
     """
     if group_sizes.device.type == "cpu":
         if bool((group_sizes < 0).any()) or int(group_sizes.sum()) != total_rows:
@@ -537,8 +549,8 @@ def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
                 f"{group_sizes.tolist()}; count rows per expert after sorting a by expert"
             )
         return
-    valid = (group_sizes.sum() == total_rows) & (group_sizes >= 0).all()
-    torch._assert_async(valid, "group_sizes must be non-negative and sum to a.shape[0]")
+    groups = group_sizes.shape[0]
+    launch(_check_sizes_kernel, (1,), group_sizes, groups, total_rows, G_POW2=triton.next_power_of_2(groups))
 
 
 # Interpreter programs: few, so that the CPU tests run several tiles per program.

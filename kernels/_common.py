@@ -24,10 +24,24 @@ NAMESPACE = "gitcampaign_kernels"
 
 def backend(env_var: str) -> str:
     """The backend an op runs on: `triton` (ours) unless `env_var` says `torch` (the vendor reference)."""
-    chosen = os.environ.get(env_var, "triton").strip().lower()
+    value = os.environ.get(env_var)
+    if value is None:
+        return "triton"
+    chosen = value.strip().lower()
     if chosen not in BACKENDS:
         raise ValueError(f"{env_var}={chosen!r} is not a backend; set it to one of {', '.join(BACKENDS)}")
     return chosen
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for host code: triton.cdiv is a constexpr function, whose wrapper costs the host
+    a few microseconds a call."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1), for host code (see `cdiv`)."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
 def interpreting() -> bool:
@@ -101,14 +115,14 @@ TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and n
 def tma_addressable(tensor: torch.Tensor, unit_dim: int) -> bool:
     """Whether a TMA descriptor can read `tensor` with `unit_dim` as its contiguous dimension: a unit
     stride there, a 16-byte aligned base, and non-zero 16-byte aligned strides in the others."""
-    if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % TMA_ALIGN_BYTES:
+    strides = tensor.stride()
+    if strides[unit_dim] != 1 or tensor.data_ptr() % TMA_ALIGN_BYTES:
         return False
     size = tensor.element_size()
-    return all(
-        stride > 0 and stride * size % TMA_ALIGN_BYTES == 0
-        for dim, stride in enumerate(tensor.stride())
-        if dim != unit_dim
-    )
+    for dim, stride in enumerate(strides):  # a loop, not all(...): this runs on every launch
+        if dim != unit_dim and (stride <= 0 or stride * size % TMA_ALIGN_BYTES):
+            return False
+    return True
 
 
 # Device properties, looked up once per device index. Plain dicts rather than functools.cache: the

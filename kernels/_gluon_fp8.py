@@ -122,7 +122,6 @@ Gluon cannot run in Triton's interpreter, so `runs_on` is False there and on any
 from __future__ import annotations
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -134,7 +133,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels._common import capability, interpreting, launch, tile_pid
+from kernels._common import capability, cdiv, interpreting, launch, tile_pid
 from kernels._common import num_sms as device_sms
 
 CONSUMER_ROWS = 64  # a consumer warpgroup's rows of the tile: BLOCK_M = 64 * consumers
@@ -455,7 +454,7 @@ def matmul_blockwise(
     grid's width) defaults to the device's multiprocessor count."""
     m, n = x.shape[0], y.shape[0]
     consumers, block_n = tile(y_group_n, out.dtype)
-    tiles = triton.cdiv(m, CONSUMER_ROWS * consumers) * triton.cdiv(n, block_n)
+    tiles = cdiv(m, CONSUMER_ROWS * consumers) * cdiv(n, block_n)
     launch_registers, consumer_registers, producer_registers = REGISTERS[consumers]
     grid = (min(num_sms or device_sms(x.device, 1), tiles),)
     # kb-major copies, so that a K block's 128 row (column) scales are one box; a [1, 128] box gets

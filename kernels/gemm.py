@@ -55,14 +55,15 @@ import triton.language as tl
 
 from kernels._common import (
     NAMESPACE,
+    TMA_ALIGN_BYTES,
     TMA_ONLY_KEYS,
     backend,
+    cdiv,
     input_precision,
     launch,
     num_sms,
     pick_configs,
     tile_pid,
-    tma_addressable,
     tma_config,
     tma_supported,
     use_tma_scratch,
@@ -247,9 +248,14 @@ def _tma_transposed(view: torch.Tensor) -> bool | None:
     """How a TMA descriptor reads a 2-D view: False over [rows, cols] (unit stride on dim 1), True
     over [cols, rows] (unit stride on dim 0, the transpose of a row-major tensor), None if it cannot
     (base or the other stride not 16-byte aligned, or no unit stride)."""
-    for transposed, unit_dim in ((False, 1), (True, 0)):
-        if tma_addressable(view, unit_dim):
-            return transposed
+    rows_stride, cols_stride = view.stride()
+    if view.data_ptr() % TMA_ALIGN_BYTES:
+        return None
+    size = view.element_size()
+    if cols_stride == 1 and rows_stride > 0 and rows_stride * size % TMA_ALIGN_BYTES == 0:
+        return False
+    if rows_stride == 1 and cols_stride > 0 and cols_stride * size % TMA_ALIGN_BYTES == 0:
+        return True
     return None
 
 
@@ -264,14 +270,17 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if k == 0:
         return out.zero_()
 
-    a_t, b_t = _tma_transposed(a), _tma_transposed(b)
-    tma = a.dtype != torch.float32 and tma_supported(a.device)
-    if tma and a_t is not None and b_t is not None and _tma_transposed(out) is False:
+    # out is new and row-major: a TMA descriptor takes it where its rows are 16-byte pitched.
+    tma = (
+        a.dtype != torch.float32 and n * out.element_size() % TMA_ALIGN_BYTES == 0 and tma_supported(a.device)
+    )
+    a_t, b_t = (_tma_transposed(a), _tma_transposed(b)) if tma else (None, None)
+    if a_t is not None and b_t is not None:
         use_tma_scratch(a.device)
         sms = num_sms(a.device, _INTERPRETER_SMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
-            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            tiles = cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"])
             return (min(sms, tiles),)
 
         launch(
@@ -293,7 +302,7 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return out
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
     launch(
         _matmul_nt_pointer_kernel,

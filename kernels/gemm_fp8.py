@@ -81,13 +81,14 @@ import triton.language as tl
 from kernels import _gluon_fp8, quant
 from kernels._common import (
     NAMESPACE,
+    TMA_ALIGN_BYTES,
     TMA_ONLY_KEYS,
     backend,
+    cdiv,
     launch,
     pick_configs,
     pinned,
     tile_pid,
-    tma_addressable,
     tma_config,
     tma_supported,
     use_tma_scratch,
@@ -432,7 +433,10 @@ def _matmul_triton(
     n = y.shape[0]
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
     scaling = _SCALING_CODE[granularity]
-    if tma_supported(x.device) and all(tma_addressable(t, 1) for t in (x, y, out)):
+    # x, y (checked contiguous, 1-byte elements) and out (new) are row-major: TMA takes them where
+    # their bases and row pitches are 16-byte aligned.
+    pitched = (x.stride(0) | y.stride(0) | x.data_ptr() | y.data_ptr()) % TMA_ALIGN_BYTES == 0
+    if pitched and n * out.element_size() % TMA_ALIGN_BYTES == 0 and tma_supported(x.device):
         # Gluon takes the products with 128x128 weight blocks (forward, dA) and dB's per-column
         # scales where its TMA loads of them can (`_gluon_fp8.takes`).
         if (
@@ -445,7 +449,7 @@ def _matmul_triton(
         sms = num_sms or device_sms(x.device, _CPU_NUM_SMS)
 
         def persistent_grid(meta: dict[str, Any]) -> tuple[int]:
-            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            tiles = cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"])
             return (min(sms * meta.get("OCCUPANCY", 1), tiles),)
 
         _check_block_k(_gemm_fp8_tma_kernel.configs, granularity)
@@ -457,7 +461,7 @@ def _matmul_triton(
         return out
 
     def grid(meta: dict[str, Any]) -> tuple[int]:
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
     _check_block_k(_gemm_fp8_kernel.configs, granularity)
     launch(
@@ -689,7 +693,7 @@ def _transposed(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, to
     bytes_t = torch.empty((cols, rows), dtype=torch.uint8, device=q.device)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
-        return (triton.cdiv(rows, meta["BLOCK_R"]), triton.cdiv(cols, meta["BLOCK_C"]))
+        return (cdiv(rows, meta["BLOCK_R"]), cdiv(cols, meta["BLOCK_C"]))
 
     launch(_transpose_kernel_tuned, grid, q.view(torch.uint8), bytes_t, rows, cols)
     return bytes_t.view(q.dtype), scales.t().contiguous()

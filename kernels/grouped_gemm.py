@@ -81,8 +81,10 @@ from kernels._common import (
     TMA_ONLY_KEYS,
     backend,
     capability,
+    cdiv,
     input_precision,
     launch,
+    next_power_of_2,
     num_sms,
     pick_configs,
     tile_pid,
@@ -550,7 +552,7 @@ def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
             )
         return
     groups = group_sizes.shape[0]
-    launch(_check_sizes_kernel, (1,), group_sizes, groups, total_rows, G_POW2=triton.next_power_of_2(groups))
+    launch(_check_sizes_kernel, (1,), group_sizes, groups, total_rows, G_POW2=next_power_of_2(groups))
 
 
 # Interpreter programs: few, so that the CPU tests run several tiles per program.
@@ -587,7 +589,7 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
             # An upper bound of the tiles from host-known numbers: each group wastes at most one row tile.
-            bound = (triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"])
+            bound = (cdiv(m_total, meta["BLOCK_M"]) + groups) * cdiv(n, meta["BLOCK_N"])
             return (min(sms, bound),)
 
         launch(
@@ -605,14 +607,14 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
             b.stride(0),
             b.stride(1) if b_k_major else b.stride(2),
             out.stride(0),
-            G_POW2=triton.next_power_of_2(groups),
+            G_POW2=next_power_of_2(groups),
             NUM_SMS=sms,
             B_K_MAJOR=b_k_major,
         )
         return out
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        return ((triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return ((cdiv(m_total, meta["BLOCK_M"]) + groups) * cdiv(n, meta["BLOCK_N"]),)
 
     launch(
         _grouped_matmul_nt_kernel,
@@ -632,7 +634,7 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
         b.stride(2),
         out.stride(0),
         out.stride(1),
-        G_POW2=triton.next_power_of_2(groups),
+        G_POW2=next_power_of_2(groups),
         INPUT_PRECISION=input_precision(a.dtype),
     )
     return out
@@ -654,7 +656,7 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         sms = num_sms(a.device, INTERPRETER_PROGRAMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
-            tiles = triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"])
+            tiles = cdiv(n, meta["BLOCK_N"]) * cdiv(k, meta["BLOCK_K"])
             return (min(sms, groups * tiles),)
 
         launch(
@@ -672,13 +674,13 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
             a.stride(0),
             grad_b.stride(0),
             grad_b.stride(1),
-            G_POW2=triton.next_power_of_2(groups),
+            G_POW2=next_power_of_2(groups),
             NUM_SMS=sms,
         )
         return grad_b
 
     def grid(meta: dict[str, int]) -> tuple[int, int]:
-        return (triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"]), groups)
+        return (cdiv(n, meta["BLOCK_N"]) * cdiv(k, meta["BLOCK_K"]), groups)
 
     launch(
         _grouped_db_kernel,
@@ -698,7 +700,7 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         grad_b.stride(0),
         grad_b.stride(1),
         grad_b.stride(2),
-        G_POW2=triton.next_power_of_2(groups),
+        G_POW2=next_power_of_2(groups),
         INPUT_PRECISION=input_precision(a.dtype),
     )
     return grad_b

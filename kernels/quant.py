@@ -79,7 +79,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._common import NAMESPACE, backend, launch, num_sms, pick_configs, without_keys
+from kernels._common import (
+    NAMESPACE,
+    backend,
+    cdiv,
+    launch,
+    next_power_of_2,
+    num_sms,
+    pick_configs,
+    without_keys,
+)
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -547,7 +556,7 @@ def _tensorwise_grid(rows: int, cols: int, block_c: int, sms: int) -> Callable[[
     than tiles."""
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        tiles = triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)) * triton.cdiv(cols, block_c)
+        tiles = cdiv(rows, cdiv(meta["ELEMS"], block_c)) * cdiv(cols, block_c)
         per_sm = meta.get("PER_SM", 0)
         return (min(tiles, sms * per_sm) if per_sm else tiles,)
 
@@ -561,9 +570,9 @@ def _quantize_tensorwise(
     with `q_t`, the quantise pass also writes the codes of x.T there."""
     rows, cols = x.shape
     sms = num_sms(x.device, INTERPRETER_SMS)
-    block_c = min(triton.next_power_of_2(cols), TILE_C)
+    block_c = min(next_power_of_2(cols), TILE_C)
     block_r = max(1, AMAX_ELEMS // block_c)
-    tiles = triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c)
+    tiles = cdiv(rows, block_r) * cdiv(cols, block_c)
     num_partials = min(tiles, sms * AMAX_PER_SM)
     partials = torch.empty(num_partials, dtype=torch.float32, device=x.device)
     launch(
@@ -572,11 +581,11 @@ def _quantize_tensorwise(
         BLOCK_R=block_r, BLOCK_C=block_c, STAGES=AMAX_STAGES, num_warps=AMAX_WARPS,
     )  # fmt: skip
     if q_t is not None:
-        block_c = min(triton.next_power_of_2(cols), TRANSPOSED_TILE_C)
+        block_c = min(next_power_of_2(cols), TRANSPOSED_TILE_C)
     launch(
         _quant_tensorwise_kernel_tuned, _tensorwise_grid(rows, cols, block_c, sms),
         x, q, q if q_t is None else q_t, scales, partials, rows, cols, x.stride(0), num_partials,
-        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=triton.next_power_of_2(num_partials),
+        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=next_power_of_2(num_partials),
         TRANSPOSED=q_t is not None,
     )  # fmt: skip
 
@@ -586,10 +595,10 @@ def _row_maxima(x: torch.Tensor, split_chunks: int | None = None) -> torch.Tenso
     at the call) column chunks: float32 (R, SPLITS), one launch."""
     rows, cols = x.shape
     split_chunks = split_chunks or SPLIT_CHUNKS
-    splits = triton.cdiv(cols, split_chunks * STRIDED_BLOCK_C)
+    splits = cdiv(cols, split_chunks * STRIDED_BLOCK_C)
     partials = torch.empty((rows, splits), dtype=torch.float32, device=x.device)
     launch(
-        _row_amax_partials_kernel, (triton.cdiv(rows, SPLIT_BLOCK_R), splits),
+        _row_amax_partials_kernel, (cdiv(rows, SPLIT_BLOCK_R), splits),
         x, partials, rows, cols, x.stride(0), x.stride(1), splits,
         BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=split_chunks, STAGES=SPLIT_STAGES,
         num_warps=4,
@@ -605,10 +614,10 @@ def _quantize_rows_from_partials(
     rows, cols = x.shape
     splits = partials.shape[1]
     launch(
-        _row_quant_partials_kernel, (triton.cdiv(rows, SPLIT_BLOCK_R), triton.cdiv(cols, STRIDED_BLOCK_C)),
+        _row_quant_partials_kernel, (cdiv(rows, SPLIT_BLOCK_R), cdiv(cols, STRIDED_BLOCK_C)),
         x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C,
-        SPLITS_POW2=triton.next_power_of_2(splits), num_warps=4,
+        SPLITS_POW2=next_power_of_2(splits), num_warps=4,
     )  # fmt: skip
 
 
@@ -629,14 +638,14 @@ def _quantize_triton(
     elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
         if granularity == "blockwise" and unit_stride:  # several 1x128 blocks of each row a tile
-            block_c = max(BLOCK, min(triton.next_power_of_2(cols), BLOCKWISE_BLOCK_C))
+            block_c = max(BLOCK, min(next_power_of_2(cols), BLOCKWISE_BLOCK_C))
         else:
-            block_c = min(triton.next_power_of_2(group_c), MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C)
+            block_c = min(next_power_of_2(group_c), MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C)
 
         def grid(meta: dict[str, int]) -> tuple[int, int]:
             return (
-                triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)),
-                triton.cdiv(cols, max(group_c, block_c)),
+                cdiv(rows, cdiv(meta["ELEMS"], block_c)),
+                cdiv(cols, max(group_c, block_c)),
             )
 
         launch(
@@ -646,7 +655,7 @@ def _quantize_triton(
             GROUP_C=group_c, BLOCK_C=block_c, GROUP_R=1, GIVEN_AMAX=False, **common,
         )  # fmt: skip
     elif granularity == "block128":
-        grid_2d = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
+        grid_2d = (cdiv(rows, BLOCK), cdiv(cols, BLOCK))
         launch(
             _quant_kernel, grid_2d,
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
@@ -656,7 +665,7 @@ def _quantize_triton(
     else:
         amax = torch.zeros(1, dtype=torch.float32, device=x.device)
         tile_r, tile_c = 32, 256
-        grid_2d = (triton.cdiv(rows, tile_r), triton.cdiv(cols, tile_c))
+        grid_2d = (cdiv(rows, tile_r), cdiv(cols, tile_c))
         launch(
             _amax_kernel,
             grid_2d,
@@ -782,7 +791,7 @@ def _column_amax(x: torch.Tensor) -> torch.Tensor:
     where a row took several runs, one more launch that reduces them."""
     partials = _row_maxima(x.t())
     splits = partials.shape[1]
-    return partials if splits == 1 else _row_maxima(partials, triton.cdiv(splits, STRIDED_BLOCK_C))
+    return partials if splits == 1 else _row_maxima(partials, cdiv(splits, STRIDED_BLOCK_C))
 
 
 def quantize_rowwise_with_column_amax(
@@ -810,10 +819,10 @@ def quantize_rowwise_with_column_amax(
     launch(
         _quant_rows_colmax_kernel_tuned, (programs,),
         x, q, scales, colmax, rows, cols, x.stride(0),
-        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=triton.next_power_of_2(cols),
+        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=next_power_of_2(cols),
     )  # fmt: skip
     # One run of chunks spans every program's partial, so the reduction leaves one maximum a column.
-    return q, scales, _row_maxima(colmax.t(), triton.cdiv(programs, STRIDED_BLOCK_C))
+    return q, scales, _row_maxima(colmax.t(), cdiv(programs, STRIDED_BLOCK_C))
 
 
 def quantize_rowwise_given_amax(

@@ -24,34 +24,41 @@ from kernels import gemm_fp8, grouped_gemm, quant
 Quantise = Callable[[torch.Tensor, str, torch.dtype], tuple[torch.Tensor, torch.Tensor]]
 
 
+# One quantiser per compile backend, made once: torch.compile'd functions keep their compiled code.
+_QUANTISERS: dict[str | None, Quantise] = {None: quant._quantize_torch}
+
+
 def reference_quantiser(compile_backend: str | None) -> Quantise:
     """kernels.quant's torch reference quantiser: eager (None), or compiled by torch.compile with
     `compile_backend` (Inductor fuses its dozen elementwise and reduction steps into a kernel or two)."""
-    if compile_backend is None:
-        return quant._quantize_torch
-    quantise: Quantise = torch.compile(quant._quantize_torch, backend=compile_backend, dynamic=False)
-    return quantise
+    if compile_backend not in _QUANTISERS:
+        _QUANTISERS[compile_backend] = torch.compile(
+            quant._quantize_torch, backend=compile_backend, dynamic=False
+        )
+    return _QUANTISERS[compile_backend]
 
 
 class ScaledMMLinear(torch.autograd.Function):
     """out = a @ b.T in fp8 through torch._scaled_mm: the forward quantises a (activation kind)
-    and b (weight kind); the backward quantises dOut, b.T, dOut.T and a.T afresh for dA and dB."""
+    and b (weight kind); the backward quantises dOut, b.T, dOut.T and a.T afresh for dA and dB.
+    The quantiser is `reference_quantiser(compile_backend)`."""
 
     @staticmethod
     def forward(
-        ctx: Any, a: torch.Tensor, b: torch.Tensor, granularity: str, quantise: Quantise
+        ctx: Any, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
     ) -> torch.Tensor:
+        quantise = reference_quantiser(compile_backend)
         x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
         qa, sa = quantise(a, x_kind, gemm_fp8.OPERAND_FP8_DTYPE)
         qb, sb = quantise(b, w_kind, gemm_fp8.OPERAND_FP8_DTYPE)
         ctx.save_for_backward(a, b)
-        ctx.granularity, ctx.quantise = granularity, quantise
+        ctx.granularity, ctx.compile_backend = granularity, compile_backend
         return gemm_fp8._matmul_torch(qa, sa, qb, sb, granularity, w_kind, torch.bfloat16)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         a, b = ctx.saved_tensors
-        granularity, quantise = ctx.granularity, ctx.quantise
+        granularity, quantise = ctx.granularity, reference_quantiser(ctx.compile_backend)
         x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
         grad_dtype, operand_dtype = gemm_fp8.GRAD_FP8_DTYPE[granularity], gemm_fp8.OPERAND_FP8_DTYPE
         qg, sg = quantise(grad_out, x_kind, grad_dtype)
@@ -63,8 +70,10 @@ class ScaledMMLinear(torch.autograd.Function):
         return grad_a, grad_b, None, None
 
 
-def scaled_mm_linear(a: torch.Tensor, b: torch.Tensor, granularity: str, quantise: Quantise) -> torch.Tensor:
-    out: torch.Tensor = ScaledMMLinear.apply(a, b, granularity, quantise)
+def scaled_mm_linear(
+    a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> torch.Tensor:
+    out: torch.Tensor = ScaledMMLinear.apply(a, b, granularity, compile_backend)
     return out
 
 

@@ -225,14 +225,19 @@ def _arg_key(arg: Any) -> Any:
 
 
 def _tuner_state(kernel: Any) -> tuple[Any, ...]:
-    """The autotuners' config lists and caches (by identity) between `kernel` and its JIT function:
-    replacing either (a test pinning configs, a re-tune) invalidates a resolved launch."""
+    """The config lists and caches of the autotuners between `kernel` and its JIT function: a
+    resolved launch holds until one of them is replaced (a test pinning configs, a re-tune)."""
     state = []
     while isinstance(kernel, Autotuner | Heuristics):
         if isinstance(kernel, Autotuner):
             state += [kernel.configs, kernel.cache]
         kernel = kernel.fn
     return tuple(state)
+
+
+def _same_objects(held: tuple[Any, ...], current: tuple[Any, ...]) -> bool:
+    """Identity, not equality: a cache that gains entries for other shapes is the same cache."""
+    return len(held) == len(current) and all(a is b for a, b in zip(held, current, strict=True))
 
 
 def _resolve(
@@ -279,7 +284,7 @@ def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
     device = driver.active.get_current_device()
     key = (kernel, device, *map(_arg_key, args), *kwargs.items())
     resolved = _LAUNCHES.get(key)
-    if resolved is None or resolved.tuner_state != _tuner_state(kernel):
+    if resolved is None or not _same_objects(resolved.tuner_state, _tuner_state(kernel)):
         compiled = kernel[grid](*args, **kwargs)
         resolved = _resolve(kernel, grid, args, kwargs, compiled)
         if resolved is not None:

@@ -98,8 +98,9 @@ def test_fast_launch_resolves_once_per_distinct_call(
 ) -> None:
     """The first call of a kind goes through Triton; the next ones hand the compiled kernel the
     grid and every parameter in order (the autotuner's BLOCK, the heuristic's EVEN, the default),
-    with the new call's tensors. A new integer, a misaligned tensor or replaced autotune configs
-    make a new kind."""
+    with the new call's tensors, also after the autotuner tuned another shape. A new integer, a
+    misaligned tensor or a replaced autotune config list (even one of equal configs) make a new
+    kind."""
     kernel, compiled, slow_launches = toy_launch
     grid = lambda meta: (triton.cdiv(meta["M"], meta["BLOCK"]), 2)  # noqa: E731
     a, b = torch.randn(300), torch.randn(300)
@@ -113,14 +114,18 @@ def test_fast_launch_resolves_once_per_distinct_call(
     assert launch_args[:6] == (5, 2, 1, 7, "cu-function", "packed")
     assert launch_args[9:] == (a2, b2, 300, 128, 64, True, 2)
 
+    kernel.cache[("another shape",)] = kernel.configs[0]  # the autotuner tuning another shape
+    _common.launch(kernel, grid, a, b, 300, 128)
+    assert len(slow_launches) == 1 and len(compiled.launches) == 2
+
     _common.launch(kernel, grid, a2, b2, 300, 96)  # another K: EVEN changes
     _common.launch(kernel, grid, a2[1:], b2, 300, 128)  # a pointer 4 bytes off 16-byte alignment
     assert len(slow_launches) == 3
-    kernel.configs = [triton.Config({"BLOCK": 64})]
+    kernel.configs = list(kernel.configs)  # a fresh list of the same configs: a re-tune
     _common.launch(kernel, grid, a2, b2, 300, 128)
-    assert len(slow_launches) == 4 and len(compiled.launches) == 1
+    assert len(slow_launches) == 4 and len(compiled.launches) == 2
     _common.launch(kernel, grid, a, b, 300, 128)
-    assert len(compiled.launches) == 2 and compiled.launches[1][9:11] == (a, b)
+    assert len(compiled.launches) == 3 and compiled.launches[2][9:11] == (a, b)
 
 
 def test_launch_without_fast_path_is_tritons(

@@ -737,9 +737,7 @@ def _torch_grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torc
         result: torch.Tensor = torch._grouped_mm(grad_out.t(), a, offs=ends)
         return result
     rows = group_sizes.tolist()
-    return torch.stack(
-        [g.T @ x for g, x in zip(grad_out.split(rows), a.split(rows), strict=True)]
-    ).contiguous()
+    return torch.stack([g.T @ x for g, x in zip(grad_out.split(rows), a.split(rows), strict=True)])
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:

@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--size", type=int, default=256, help="M = N = K (rows a group x groups for grouped_gemm)"
     )
-    parser.add_argument("--calls", type=int, default=2000, help="calls a round")
+    parser.add_argument("--calls", type=int, default=1000, help="calls a round")
     parser.add_argument("--repeats", type=int, default=7, help="rounds; the median is reported")
     parser.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {', '.join(OPS)}")
     parser.add_argument(

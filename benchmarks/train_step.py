@@ -303,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("train_step: no CUDA device; run with --smoke for the CPU check", file=sys.stderr)
         return 2
+    # The vendor's compiled quantiser meets a layer's every operand shape and layout (a few dozen
+    # static graphs); past Dynamo's default of 8 recompilations it would fall back to eager.
+    torch._dynamo.config.recompile_limit = 64
     sizes = SMOKE_SIZES if args.smoke else SIZES
     results = []
     for size_name in args.sizes.split(","):

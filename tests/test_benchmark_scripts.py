@@ -1,7 +1,7 @@
 """benchmarks/train_step.py and benchmarks/host_cost.py run end to end in their --smoke modes (CPU,
 Triton's interpreter, tiny sizes): every size, provider and mode of the training step, every op of
 the host-cost table, eager and compiled, with the report's header (device, versions, date,
-command). The GPU figures themselves come from the lead's runs (docs/kernels.md)."""
+command). The GPU figures themselves are BENCHMARKS.md's, each with its command."""
 
 from __future__ import annotations
 

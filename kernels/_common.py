@@ -1,24 +1,47 @@
 """What every op file shares: backend choice, interpreter detection, autotune configs, tile order,
-and what the persistent TMA kernels need: the grid's width and the descriptors' scratch memory."""
+the custom-op namespace, and what the persistent TMA kernels need: the device's capability, the
+grid's width and the descriptors' scratch memory."""
 
 from __future__ import annotations
 
-import functools
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
+from triton.runtime.autotuner import Autotuner, Heuristics
+from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
 
 BACKENDS = ("triton", "torch")
+# Every op registers as torch.ops.gitcampaign_kernels.NAME (torch.library.custom_op), the form
+# torch.compile traces as one opaque node with a fake (shape-only) implementation and an autograd formula.
+NAMESPACE = "gitcampaign_kernels"
 
 
 def backend(env_var: str) -> str:
     """The backend an op runs on: `triton` (ours) unless `env_var` says `torch` (the vendor reference)."""
-    chosen = os.environ.get(env_var, "triton").strip().lower()
+    value = os.environ.get(env_var)
+    if value is None:
+        return "triton"
+    chosen = value.strip().lower()
     if chosen not in BACKENDS:
         raise ValueError(f"{env_var}={chosen!r} is not a backend; set it to one of {', '.join(BACKENDS)}")
     return chosen
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for host code: triton.cdiv is a constexpr function, whose wrapper costs the host
+    a few microseconds a call."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1), for host code (see `cdiv`)."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
 def interpreting() -> bool:
@@ -92,43 +115,68 @@ TMA_ALIGN_BYTES = 16  # TMA descriptors need 16-byte aligned base pointers and n
 def tma_addressable(tensor: torch.Tensor, unit_dim: int) -> bool:
     """Whether a TMA descriptor can read `tensor` with `unit_dim` as its contiguous dimension: a unit
     stride there, a 16-byte aligned base, and non-zero 16-byte aligned strides in the others."""
-    if tensor.stride(unit_dim) != 1 or tensor.data_ptr() % TMA_ALIGN_BYTES:
+    strides = tensor.stride()
+    if strides[unit_dim] != 1 or tensor.data_ptr() % TMA_ALIGN_BYTES:
         return False
     size = tensor.element_size()
-    return all(
-        stride > 0 and stride * size % TMA_ALIGN_BYTES == 0
-        for dim, stride in enumerate(tensor.stride())
-        if dim != unit_dim
-    )
+    for dim, stride in enumerate(strides):  # a loop, not all(...): this runs on every launch
+        if dim != unit_dim and (stride <= 0 or stride * size % TMA_ALIGN_BYTES):
+            return False
+    return True
 
 
-@functools.cache
-def _capability_major(device_index: int) -> int:
-    return torch.cuda.get_device_capability(device_index)[0]
+# Device properties, looked up once per device index. Plain dicts rather than functools.cache: the
+# lookups run inside the custom ops, but a cached function is also what torch.compile's tracer
+# cannot enter, so none stays where a traced region could reach it.
+_CAPABILITY: dict[int, tuple[int, int]] = {}
+_SM_COUNT: dict[int, int] = {}
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def capability(device: torch.device) -> tuple[int, int]:
+    """(major, minor) compute capability of a CUDA device."""
+    index = _index(device)
+    known = _CAPABILITY.get(index)
+    if known is None:
+        known = _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return known
 
 
 def tma_supported(device: torch.device) -> bool:
-    """TMA exists from sm90 on (looked up once per device); the interpreter runs TMA kernels on the CPU."""
-    if device.type != "cuda":
-        return True
-    return _capability_major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
+    """TMA exists from sm90 on; the interpreter runs TMA kernels on the CPU."""
+    return device.type != "cuda" or capability(device)[0] >= 9
 
 
 def num_sms(device: torch.device, interpreter_programs: int) -> int:
-    """Width of a persistent grid: the SM count of a CUDA device (a device property, looked up once);
-    in the interpreter `interpreter_programs`, a few, so that CPU tests walk several tiles a program."""
+    """Width of a persistent grid: the SM count of a CUDA device; in the interpreter
+    `interpreter_programs`, a few, so that CPU tests walk several tiles a program."""
     if device.type != "cuda":
         return interpreter_programs
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    index = _index(device)
+    known = _SM_COUNT.get(index)
+    if known is None:
+        known = _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return known
+
+
+# Descriptor scratch memory by (device, stream): a kernel writes its descriptors there when it
+# starts and reads them while it runs, and the next kernel on the same stream starts after it ends,
+# so one buffer serves every launch of a stream (a torch.empty per launch cost the host a few us).
+_SCRATCH: dict[tuple[int, int | None], torch.Tensor] = {}
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    return torch.empty(size, device="cuda", dtype=torch.int8)
+    if torch.cuda.is_current_stream_capturing():
+        # A CUDA graph keeps its own: allocated in the graph's pool, alive as long as the graph.
+        return torch.empty(size, device="cuda", dtype=torch.int8)
+    key = (torch.cuda.current_device(), stream)
+    buffer = _SCRATCH.get(key)
+    if buffer is None or buffer.numel() < size:
+        buffer = _SCRATCH[key] = torch.empty(size, device="cuda", dtype=torch.int8)
+    return buffer
 
 
 def use_tma_scratch(device: torch.device) -> None:
@@ -137,6 +185,122 @@ def use_tma_scratch(device: torch.device) -> None:
     thread (where the backward's products run) does not inherit."""
     if device.type == "cuda":
         triton.set_allocator(_tma_scratch)
+
+
+# Launching. `kernel[grid](...)` costs the host ~10-20 us a call in Triton itself: the autotuner
+# rebuilds its key and keyword dicts, the JIT function binds and specialises every argument, turns
+# its options into a string for the cache key and calls the grid function. `launch` does that once
+# per distinct call and afterwards hands the compiled kernel its arguments directly, as
+# JITFunction.run does at its end (and as Inductor's generated launchers do).
+FAST_LAUNCH_ENV = "KERNELS_FAST_LAUNCH"
+# Off in the interpreter (no compiled kernels) or where KERNELS_FAST_LAUNCH=0 (Triton's own path,
+# to compare against or to rule the cache out). Read at import, like the autotune pins.
+fast_launch = os.environ.get(FAST_LAUNCH_ENV, "1").strip() != "0" and not interpreting()
+
+
+@dataclass
+class _Launch:
+    """What one distinct call resolved to: the compiled kernel, the grid, every parameter's value
+    in the kernel's order with the tensors' places left empty, and the autotuner state it came from."""
+
+    compiled: Any
+    grid: tuple[int, int, int]
+    values: list[Any]
+    tensor_slots: list[int]  # positional arguments bind to the first parameters, in order
+    tuner_state: tuple[Any, ...]
+
+
+_LAUNCHES: dict[tuple[Any, ...], _Launch] = {}
+
+
+def _arg_key(arg: Any) -> Any:
+    """What Triton specialises a launch on, for one argument: a tensor's dtype and 16-byte
+    alignment; a host TensorDescriptor's dtype, geometry and layout; any other value as it is
+    (integers are kept whole, as the autotuner keys and grids read them)."""
+    if isinstance(arg, torch.Tensor):
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if hasattr(arg, "block_shape"):
+        return (arg.base.dtype, tuple(arg.shape), tuple(arg.strides), tuple(arg.block_shape), arg.layout)
+    return arg
+
+
+def _tuner_state(kernel: Any) -> tuple[Any, ...]:
+    """The config lists and caches of the autotuners between `kernel` and its JIT function: a
+    resolved launch holds until one of them is replaced (a test pinning configs, a re-tune)."""
+    state = []
+    while isinstance(kernel, Autotuner | Heuristics):
+        if isinstance(kernel, Autotuner):
+            state += [kernel.configs, kernel.cache]
+        kernel = kernel.fn
+    return tuple(state)
+
+
+def _same_objects(held: tuple[Any, ...], current: tuple[Any, ...]) -> bool:
+    """Identity, not equality: a cache that gains entries for other shapes is the same cache."""
+    return len(held) == len(current) and all(a is b for a, b in zip(held, current, strict=True))
+
+
+def _resolve(
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], compiled: Any
+) -> _Launch | None:
+    """After `kernel[grid](*args, **kwargs)` returned `compiled`: the keyword arguments the JIT
+    function received (the autotuner's pick, then the heuristics' values, in the wrappers' order),
+    bound to its parameters. None where the innermost kernel is not a JIT function (a test's spy)."""
+    keywords = dict(kwargs)
+    layer = kernel
+    while isinstance(layer, Autotuner | Heuristics):
+        if isinstance(layer, Autotuner):
+            keywords.update(layer.best_config.all_kwargs())
+        else:
+            named = {**dict(zip(layer.arg_names, args, strict=False)), **keywords}
+            keywords.update({name: rule(named) for name, rule in layer.values.items()})
+        layer = layer.fn
+    if not isinstance(layer, JITFunction) or compiled is None:
+        return None
+    bound = layer.signature.bind(*args, **{k: v for k, v in keywords.items() if k in layer.arg_names})
+    bound.apply_defaults()
+    named_values = dict(bound.arguments)
+    size = grid(named_values) if callable(grid) else grid
+    grid_3d = (size[0], size[1] if len(size) > 1 else 1, size[2] if len(size) > 2 else 1)
+    values = list(named_values.values())
+    slots = [
+        index
+        for index, arg in enumerate(args)
+        if isinstance(arg, torch.Tensor) or hasattr(arg, "block_shape")
+    ]
+    for index in slots:
+        values[index] = None
+    return _Launch(compiled, grid_3d, values, slots, _tuner_state(kernel))
+
+
+def launch(kernel: Any, grid: Any, *args: Any, **kwargs: Any) -> None:
+    """`kernel[grid](*args, **kwargs)`, with what does not change between calls resolved once per
+    distinct call: the same device, kernel, keyword values, tensor dtypes and alignments and integer
+    arguments (so the same autotuned config, specialisation and grid). Tensors are passed
+    positionally; keyword arguments are compile-time constants."""
+    if not fast_launch:
+        kernel[grid](*args, **kwargs)
+        return
+    device = driver.active.get_current_device()
+    key = (kernel, device, *map(_arg_key, args), *kwargs.items())
+    resolved = _LAUNCHES.get(key)
+    if resolved is None or not _same_objects(resolved.tuner_state, _tuner_state(kernel)):
+        compiled = kernel[grid](*args, **kwargs)
+        resolved = _resolve(kernel, grid, args, kwargs, compiled)
+        if resolved is not None:
+            _LAUNCHES[key] = resolved
+        return
+    values = resolved.values.copy()
+    for index in resolved.tensor_slots:
+        values[index] = args[index]
+    compiled = resolved.compiled
+    stream = driver.active.get_current_stream(device)
+    grid_0, grid_1, grid_2 = resolved.grid
+    compiled.run(
+        grid_0, grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
+        compiled.launch_metadata(resolved.grid, stream, *values),
+        knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *values,
+    )  # fmt: skip
 
 
 def input_precision(dtype: torch.dtype) -> str:

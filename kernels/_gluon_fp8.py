@@ -122,7 +122,6 @@ Gluon cannot run in Triton's interpreter, so `runs_on` is False there and on any
 from __future__ import annotations
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -134,7 +133,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels._common import interpreting, tile_pid
+from kernels._common import capability, cdiv, interpreting, launch, tile_pid
 from kernels._common import num_sms as device_sms
 
 CONSUMER_ROWS = 64  # a consumer warpgroup's rows of the tile: BLOCK_M = 64 * consumers
@@ -403,10 +402,7 @@ def _gemm_fp8_blockwise_ws_kernel(
 def runs_on(device: torch.device) -> bool:
     """Whether this kernel can run on `device`: a CUDA device of compute capability 9.0 (wgmma,
     setmaxnreg and this register split are Hopper's), outside Triton's interpreter."""
-    if device.type != "cuda" or interpreting():
-        return False
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(index) == (9, 0)
+    return device.type == "cuda" and not interpreting() and capability(device) == (9, 0)
 
 
 def takes(device: torch.device, y_group_n: int, m: int, n: int) -> bool:
@@ -425,8 +421,15 @@ def tile(y_group_n: int, out_dtype: torch.dtype) -> tuple[int, int]:
     return TILE_COLUMN_SCALES if y_group_n == 1 else TILE_WEIGHT_BLOCKS
 
 
+# Shared-memory layouts of the descriptors' boxes, by (box, dtype): computed once, not every call.
+_LAYOUTS: dict[tuple[tuple[int, ...], torch.dtype], gl.NVMMASharedLayout] = {}
+
+
 def _descriptor(tensor: torch.Tensor, block: list[int]) -> TensorDescriptor:
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[tensor.dtype])
+    key = (tuple(block), tensor.dtype)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[tensor.dtype])
     return TensorDescriptor.from_tensor(tensor, block, layout)
 
 
@@ -451,7 +454,7 @@ def matmul_blockwise(
     grid's width) defaults to the device's multiprocessor count."""
     m, n = x.shape[0], y.shape[0]
     consumers, block_n = tile(y_group_n, out.dtype)
-    tiles = triton.cdiv(m, CONSUMER_ROWS * consumers) * triton.cdiv(n, block_n)
+    tiles = cdiv(m, CONSUMER_ROWS * consumers) * cdiv(n, block_n)
     launch_registers, consumer_registers, producer_registers = REGISTERS[consumers]
     grid = (min(num_sms or device_sms(x.device, 1), tiles),)
     # kb-major copies, so that a K block's 128 row (column) scales are one box; a [1, 128] box gets
@@ -461,7 +464,8 @@ def matmul_blockwise(
         sy_arg: torch.Tensor | TensorDescriptor = _descriptor(_kb_major(sy), [1, block_n])
     else:
         sx_arg, sy_arg = sx, sy
-    _gemm_fp8_blockwise_ws_kernel[grid](
+    launch(
+        _gemm_fp8_blockwise_ws_kernel, grid,
         _descriptor(x, [CONSUMER_ROWS, BLOCK_K]), _descriptor(y, [block_n, BLOCK_K]),
         _descriptor(out, [CONSUMER_ROWS, HALF_N]), sx_arg, sy_arg, sx.stride(0), sy.stride(0),
         Y_GROUP_N=y_group_n, STAGES=STAGES[consumers, block_n], GROUP_M=GROUP_M,

@@ -45,19 +45,25 @@ Pin one autotune config for both kernels with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 from kernels._common import (
+    NAMESPACE,
+    TMA_ALIGN_BYTES,
     TMA_ONLY_KEYS,
     backend,
+    cdiv,
     input_precision,
+    launch,
     num_sms,
     pick_configs,
     tile_pid,
-    tma_addressable,
     tma_config,
     tma_supported,
     use_tma_scratch,
@@ -242,15 +248,20 @@ def _tma_transposed(view: torch.Tensor) -> bool | None:
     """How a TMA descriptor reads a 2-D view: False over [rows, cols] (unit stride on dim 1), True
     over [cols, rows] (unit stride on dim 0, the transpose of a row-major tensor), None if it cannot
     (base or the other stride not 16-byte aligned, or no unit stride)."""
-    for transposed, unit_dim in ((False, 1), (True, 0)):
-        if tma_addressable(view, unit_dim):
-            return transposed
+    rows_stride, cols_stride = view.stride()
+    if view.data_ptr() % TMA_ALIGN_BYTES:
+        return None
+    size = view.element_size()
+    if cols_stride == 1 and rows_stride > 0 and rows_stride * size % TMA_ALIGN_BYTES == 0:
+        return False
+    if rows_stride == 1 and cols_stride > 0 and cols_stride * size % TMA_ALIGN_BYTES == 0:
+        return True
     return None
 
 
 def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a (M x K) @ b (N x K)ᵀ -> new contiguous M x N tensor of a's dtype; any strides, no copies."""
-    _check_pair(a, b, "a", "b")
+    """a (M x K) @ b (N x K)ᵀ -> new contiguous M x N tensor of a's dtype; any strides, no copies.
+    The caller has checked the pair (`_check_pair`)."""
     m, k = a.shape
     n = b.shape[0]
     out = torch.empty((m, n), dtype=a.dtype, device=a.device)
@@ -259,17 +270,22 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if k == 0:
         return out.zero_()
 
-    a_t, b_t = _tma_transposed(a), _tma_transposed(b)
-    tma = a.dtype != torch.float32 and tma_supported(a.device)
-    if tma and a_t is not None and b_t is not None and _tma_transposed(out) is False:
+    # out is new and row-major: a TMA descriptor takes it where its rows are 16-byte pitched.
+    tma = (
+        a.dtype != torch.float32 and n * out.element_size() % TMA_ALIGN_BYTES == 0 and tma_supported(a.device)
+    )
+    a_t, b_t = (_tma_transposed(a), _tma_transposed(b)) if tma else (None, None)
+    if a_t is not None and b_t is not None:
         use_tma_scratch(a.device)
         sms = num_sms(a.device, _INTERPRETER_SMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
-            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            tiles = cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"])
             return (min(sms, tiles),)
 
-        _matmul_nt_kernel[persistent_grid](
+        launch(
+            _matmul_nt_kernel,
+            persistent_grid,
             a,
             b,
             out,
@@ -286,9 +302,11 @@ def _matmul_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return out
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
-    _matmul_nt_pointer_kernel[grid](
+    launch(
+        _matmul_nt_pointer_kernel,
+        grid,
         a,
         b,
         out,
@@ -331,22 +349,63 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str) -> N
         )
 
 
+def _forward(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ bᵀ on the backend KERNELS_GEMM_BACKEND names, read at every call (inside the op, so that
+    a compiled graph still follows it)."""
+    if backend(BACKEND_ENV) == "torch":
+        return F.linear(a, b)
+    return _matmul_nt(a, b)
+
+
+def _backward(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    needs_input_grad: tuple[bool, ...],
+    product: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """dA = dout @ b and dB = doutᵀ @ a, each the forward product on transposed views."""
+    grad_out = grad_out.to(a.dtype)
+    grad_a = product(grad_out, b.t()) if needs_input_grad[0] else None
+    grad_b = product(grad_out.t(), a.t()) if needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm", mutates_args=())
+def gemm_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`gemm` as a custom op, the node torch.compile puts in its graph; inputs as `gemm` checks them."""
+    return _forward(a, b)
+
+
+@gemm_op.register_fake
+def _gemm_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.new_empty((a.shape[0], b.shape[0]))
+
+
+def _save_inputs(ctx: Any, inputs: tuple[torch.Tensor, torch.Tensor], output: torch.Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _gemm_op_backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    a, b = ctx.saved_tensors
+    return _backward(grad_out, a, b, ctx.needs_input_grad, gemm_op)
+
+
+gemm_op.register_autograd(_gemm_op_backward, setup_context=_save_inputs)
+
+
 class _Gemm(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(a, b)
-        return _matmul_nt(a, b)
+    """The eager path: `gemm_op`'s forward and backward without the dispatcher (see `gemm`)."""
 
     @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        return _forward(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         a, b = ctx.saved_tensors
-        grad_out = grad_out.to(a.dtype)
-        needs_a, needs_b = ctx.needs_input_grad
-        grad_a = _matmul_nt(grad_out, b.t()) if needs_a else None
-        grad_b = _matmul_nt(grad_out.t(), a.t()) if needs_b else None
-        return grad_a, grad_b
+        return _backward(grad_out, a, b, ctx.needs_input_grad, _forward)
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -354,9 +413,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Inputs may be any strided views (transposes included). The backend comes from
     `KERNELS_GEMM_BACKEND` (`triton`, the default, or `torch` for the cuBLAS reference).
+    Under torch.compile this is the custom op `torch.ops.gitcampaign_kernels.gemm`; eagerly the
+    same forward and backward run without the dispatcher's round trips (docs/kernels.md).
     """
     _check_pair(a, b, "a", "b")
-    if backend(BACKEND_ENV) == "torch":
-        return F.linear(a, b)
+    if torch.compiler.is_compiling():
+        return gemm_op(a, b)
+    if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        return _forward(a, b)
     result: torch.Tensor = _Gemm.apply(a, b)
     return result

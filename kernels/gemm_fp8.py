@@ -70,7 +70,8 @@ matmul. `reference_kind(granularity)` says which one runs.
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -79,12 +80,15 @@ import triton.language as tl
 
 from kernels import _gluon_fp8, quant
 from kernels._common import (
+    NAMESPACE,
+    TMA_ALIGN_BYTES,
     TMA_ONLY_KEYS,
     backend,
+    cdiv,
+    launch,
     pick_configs,
     pinned,
     tile_pid,
-    tma_addressable,
     tma_config,
     tma_supported,
     use_tma_scratch,
@@ -429,7 +433,10 @@ def _matmul_triton(
     n = y.shape[0]
     out = torch.empty((m, n), dtype=out_dtype, device=x.device)
     scaling = _SCALING_CODE[granularity]
-    if tma_supported(x.device) and all(tma_addressable(t, 1) for t in (x, y, out)):
+    # x, y (checked contiguous, 1-byte elements) and out (new) are row-major: TMA takes them where
+    # their bases and row pitches are 16-byte aligned.
+    pitched = (x.stride(0) | y.stride(0) | x.data_ptr() | y.data_ptr()) % TMA_ALIGN_BYTES == 0
+    if pitched and n * out.element_size() % TMA_ALIGN_BYTES == 0 and tma_supported(x.device):
         # Gluon takes the products with 128x128 weight blocks (forward, dA) and dB's per-column
         # scales where its TMA loads of them can (`_gluon_fp8.takes`).
         if (
@@ -442,21 +449,23 @@ def _matmul_triton(
         sms = num_sms or device_sms(x.device, _CPU_NUM_SMS)
 
         def persistent_grid(meta: dict[str, Any]) -> tuple[int]:
-            tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+            tiles = cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"])
             return (min(sms * meta.get("OCCUPANCY", 1), tiles),)
 
         _check_block_k(_gemm_fp8_tma_kernel.configs, granularity)
-        _gemm_fp8_tma_kernel[persistent_grid](
+        launch(
+            _gemm_fp8_tma_kernel, persistent_grid,
             x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0),
             sy.stride(0), SCALING=scaling, Y_GROUP_N=y_group_n, NUM_SMS=sms,
         )  # fmt: skip
         return out
 
     def grid(meta: dict[str, Any]) -> tuple[int]:
-        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]),)
 
     _check_block_k(_gemm_fp8_kernel.configs, granularity)
-    _gemm_fp8_kernel[grid](
+    launch(
+        _gemm_fp8_kernel, grid,
         x, y, out, sx, sy, m, n, k, x.stride(0), y.stride(0), out.stride(0), sx.stride(0), sy.stride(0),
         SCALING=scaling, Y_GROUP_N=y_group_n,
     )  # fmt: skip
@@ -514,11 +523,22 @@ def _scaled_mm_blockwise(
     return torch._scaled_mm(x, y.t(), scale_a=scale_x, scale_b=scale_y, out_dtype=torch.bfloat16)
 
 
-@functools.cache
+# What `_blockwise_scaled_mm_entry` found, by (y scaling, device index).
+_SCALED_MM_ENTRIES: dict[tuple[str, int], str | None] = {}
+
+
 def _blockwise_scaled_mm_entry(y_kind: str, device_index: int) -> str | None:
-    """Probe once per device and y scaling: which torch entry point computes the blockwise product
-    on cuBLAS (12.9+, sm90), or None when this torch/cuBLAS cannot. The result is checked against
-    the dequantised product, so an entry that accepts the call but scales differently is not used.
+    """Which torch entry point computes the blockwise product on cuBLAS (12.9+, sm90), or None when
+    this torch/cuBLAS cannot; probed once per device and y scaling."""
+    key = (y_kind, device_index)
+    if key not in _SCALED_MM_ENTRIES:
+        _SCALED_MM_ENTRIES[key] = _probe_blockwise_scaled_mm(y_kind, device_index)
+    return _SCALED_MM_ENTRIES[key]
+
+
+def _probe_blockwise_scaled_mm(y_kind: str, device_index: int) -> str | None:
+    """The probe of `_blockwise_scaled_mm_entry`: each entry's result is checked against the
+    dequantised product, so an entry that accepts the call but scales differently is not used.
     K = 640 (5 K blocks) exercises the padding of 128x128 scales."""
     device = torch.device("cuda", device_index)
     generator = torch.Generator(device=device).manual_seed(0)
@@ -673,9 +693,9 @@ def _transposed(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, to
     bytes_t = torch.empty((cols, rows), dtype=torch.uint8, device=q.device)
 
     def grid(meta: dict[str, Any]) -> tuple[int, int]:
-        return (triton.cdiv(rows, meta["BLOCK_R"]), triton.cdiv(cols, meta["BLOCK_C"]))
+        return (cdiv(rows, meta["BLOCK_R"]), cdiv(cols, meta["BLOCK_C"]))
 
-    _transpose_kernel_tuned[grid](q.view(torch.uint8), bytes_t, rows, cols)
+    launch(_transpose_kernel_tuned, grid, q.view(torch.uint8), bytes_t, rows, cols)
     return bytes_t.view(q.dtype), scales.t().contiguous()
 
 
@@ -698,11 +718,13 @@ def _rowwise(
     x: torch.Tensor, fp8_dtype: torch.dtype, column_amax: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Rowwise codes of x, with x's column maxima (the row maxima of x.T, for the backward's
-    rowwise pass over x.T) where `column_amax` asks for them and our quantiser folds them into this
-    pass; else None, and that pass finds them itself."""
-    if column_amax and backend(BACKEND_ENV) != "torch":
-        return quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
-    return (*_quantize(x, "rowwise", fp8_dtype), None)
+    rowwise pass over x.T) where `column_amax` asks for them, else None. Our quantiser folds them
+    into this pass where it can (see quant.quantize_rowwise_with_column_amax)."""
+    if not column_amax:
+        return (*_quantize(x, "rowwise", fp8_dtype), None)
+    if backend(BACKEND_ENV) == "torch":
+        return (*quant._quantize_torch(x, "rowwise", fp8_dtype), quant.column_amax_torch(x))
+    return quant.quantize_rowwise_with_column_amax(x, fp8_dtype)
 
 
 def _rowwise_t(
@@ -711,90 +733,368 @@ def _rowwise_t(
     """Rowwise codes of x.T: one pass from its row maxima where `_rowwise` found them."""
     if amax_t is None:
         return _quantize(x.t(), "rowwise", fp8_dtype)
+    if backend(BACKEND_ENV) == "torch":
+        return quant._quantize_torch(x.t(), "rowwise", fp8_dtype, amax_t)
     return quant.quantize_rowwise_given_amax(x.t(), amax_t, fp8_dtype)
 
 
-class _GemmFP8(torch.autograd.Function):
-    """out = a @ b.T with fp8 operands; the backward quantises along each product's reduction dim.
+# The training step of each granularity, in two halves that the custom ops and the eager path
+# share. A forward returns out and the residuals its backward reads, None for one a gradient that
+# is not wanted does not need; none of them is an input, since an op may not return an alias of
+# one (`_Recipe.saved` names the inputs the backward takes). A backward returns (dA, dB), None
+# for a gradient not wanted.
+MaybeTensor = torch.Tensor | None
 
-    Saved for the backward, only what it reads: tensorwise the fp8 codes of a.T and b.T, written by
-    the forward's quantise passes beside a's and b's (the backward's operands, where a tensor-wide
-    scale commutes with transposition); rowwise a and b (column scales need a fresh pass) with their
-    column maxima, which the forward's rowwise passes fold in, so that the backward's passes over
-    a.T and b.T (and over dOut.T, whose maxima dA's pass over dOut folds in) read them once;
-    blockwise a (1x128 along M needs a fresh pass) and b's 128x128 fp8 copy (its transpose serves dA).
-    """
+
+def _tensorwise_forward(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[MaybeTensor, ...]:
+    """out, the codes of a.T (dB's operand) and a's scale, the codes of b.T (dA's) and b's scale:
+    a tensor-wide scale commutes with transposition, so the forward's quantise passes write both
+    layouts."""
+    qa, qa_t, sa = _tensorwise(a, OPERAND_FP8_DTYPE, transposed=need_grad_b)
+    qb, qb_t, sb = _tensorwise(b, OPERAND_FP8_DTYPE, transposed=need_grad_a)
+    return _product(qa, sa, qb, sb, "tensorwise", "tensorwise", torch.bfloat16), qa_t, sa, qb_t, sb
+
+
+def _tensorwise_backward(
+    grad_out: torch.Tensor,
+    qa_t: torch.Tensor,
+    sa: torch.Tensor,
+    qb_t: torch.Tensor,
+    sb: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[MaybeTensor, MaybeTensor]:
+    """dA and dB from one quantisation of dOut into both layouts (one scale serves both)."""
+    qg, qg_t, sg = _tensorwise(grad_out, GRAD_FP8_DTYPE["tensorwise"], transposed=need_grad_b)
+    grad_a = _product(qg, sg, qb_t, sb, "tensorwise", "tensorwise", a_dtype) if need_grad_a else None
+    grad_b = None
+    if need_grad_b:
+        assert qg_t is not None
+        grad_b = _product(qg_t, sg, qa_t, sa, "tensorwise", "tensorwise", b_dtype)
+    return grad_a, grad_b
+
+
+def _rowwise_forward(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[MaybeTensor, ...]:
+    """out, a's column maxima (for dB) and b's (for dA): the backward quantises a.T and b.T along
+    their rows afresh, in one pass each from these maxima."""
+    qa, sa, amax_at = _rowwise(a, OPERAND_FP8_DTYPE, column_amax=need_grad_b)
+    qb, sb, amax_bt = _rowwise(b, OPERAND_FP8_DTYPE, column_amax=need_grad_a)
+    return _product(qa, sa, qb, sb, "rowwise", "rowwise", torch.bfloat16), amax_at, amax_bt
+
+
+def _rowwise_backward(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    amax_at: torch.Tensor,
+    amax_bt: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[MaybeTensor, MaybeTensor]:
+    """dA from dOut's rows and b.T's; dB from dOut.T's and a.T's, dOut.T's maxima folded into dA's
+    pass over dOut where both are wanted."""
+    grad_dtype = GRAD_FP8_DTYPE["rowwise"]
+    grad_a = grad_b = amax_gt = None
+    if need_grad_a:
+        qg, sg, amax_gt = _rowwise(grad_out, grad_dtype, column_amax=need_grad_b)
+        q_bt, s_bt = _rowwise_t(b, amax_bt, OPERAND_FP8_DTYPE)
+        grad_a = _product(qg, sg, q_bt, s_bt, "rowwise", "rowwise", a_dtype)
+    if need_grad_b:
+        qg_t, sg_t = _rowwise_t(grad_out, amax_gt, grad_dtype)
+        q_at, s_at = _rowwise_t(a, amax_at, OPERAND_FP8_DTYPE)
+        grad_b = _product(qg_t, sg_t, q_at, s_at, "rowwise", "rowwise", b_dtype)
+    return grad_a, grad_b
+
+
+def _blockwise_forward(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[MaybeTensor, ...]:
+    """out and b's 128x128 codes and scales, whose transpose is dA's operand; 1x128 blocks along M
+    do not commute with transposition, so dB quantises a.T afresh."""
+    qa, sa = _quantize(a, "blockwise", OPERAND_FP8_DTYPE)
+    qb, sb = _quantize(b, "block128", OPERAND_FP8_DTYPE)
+    out = _product(qa, sa, qb, sb, "blockwise", "block128", torch.bfloat16)
+    return (out, qb, sb) if need_grad_a else (out, None, None)
+
+
+def _blockwise_backward(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    qb: torch.Tensor,
+    sb: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[MaybeTensor, MaybeTensor]:
+    grad_dtype = GRAD_FP8_DTYPE["blockwise"]
+    grad_a = grad_b = None
+    if need_grad_a:
+        qg, sg = _quantize(grad_out, "blockwise", grad_dtype)
+        q_bt, s_bt = _transposed(qb, sb)
+        grad_a = _product(qg, sg, q_bt, s_bt, "blockwise", "block128", a_dtype)
+    if need_grad_b:
+        qg_t, sg_t = _quantize(grad_out.t(), "blockwise", grad_dtype)
+        q_at, s_at = _quantize(a.t(), "blockwise", OPERAND_FP8_DTYPE)
+        grad_b = _product(qg_t, sg_t, q_at, s_at, "blockwise", "blockwise", b_dtype)
+    return grad_a, grad_b
+
+
+Tensors = tuple[torch.Tensor, ...]
+
+# The custom ops: per granularity a forward (out and residuals) and a backward (dA, dB); the
+# forward's autograd formula (`_register_autograd`) calls the backward op. Fakes give shapes only.
+# An op's outputs are fixed, so where the step returns None the op returns an empty tensor
+# (`_present`). fp8 residuals cross the op boundary as their bytes (uint8 views): they are the
+# backward's private operands, and torch has no reductions over fp8 dtypes, which generic checks of
+# an op's outputs run (torch.library.opcheck sums every output).
+
+
+def _present(tensor: MaybeTensor, like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`tensor` as an op output (fp8 as uint8), or an empty stand-in where the step returned None."""
+    if tensor is None:
+        return torch.empty(0, dtype=dtype, device=like.device)
+    return tensor.view(torch.uint8) if tensor.dtype == OPERAND_FP8_DTYPE else tensor
+
+
+def _codes(raw: torch.Tensor) -> torch.Tensor:
+    return raw.view(OPERAND_FP8_DTYPE)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_tensorwise", mutates_args=())
+def _tensorwise_op(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    out, qa_t, sa, qb_t, sb = _tensorwise_forward(a, b, need_grad_a, need_grad_b)
+    assert out is not None and sa is not None and sb is not None
+    return out, _present(qa_t, a, torch.uint8), sa, _present(qb_t, a, torch.uint8), sb
+
+
+@_tensorwise_op.register_fake
+def _tensorwise_fake(a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool) -> Tensors:
+    (m, k), n = a.shape, b.shape[0]
+    qa_t = a.new_empty((k, m) if need_grad_b else (0,), dtype=torch.uint8)
+    qb_t = a.new_empty((k, n) if need_grad_a else (0,), dtype=torch.uint8)
+    scale_a, scale_b = (a.new_empty((1, 1), dtype=torch.float32) for _ in range(2))
+    return a.new_empty((m, n), dtype=torch.bfloat16), qa_t, scale_a, qb_t, scale_b
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_rowwise", mutates_args=())
+def _rowwise_op(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out, amax_at, amax_bt = _rowwise_forward(a, b, need_grad_a, need_grad_b)
+    assert out is not None
+    return out, _present(amax_at, a, torch.float32), _present(amax_bt, a, torch.float32)
+
+
+@_rowwise_op.register_fake
+def _rowwise_fake(a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool) -> Tensors:
+    (m, k), n = a.shape, b.shape[0]
+    amax_at = a.new_empty((k, 1) if need_grad_b else (0,), dtype=torch.float32)
+    amax_bt = a.new_empty((k, 1) if need_grad_a else (0,), dtype=torch.float32)
+    return a.new_empty((m, n), dtype=torch.bfloat16), amax_at, amax_bt
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_blockwise", mutates_args=())
+def _blockwise_op(
+    a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out, qb, sb = _blockwise_forward(a, b, need_grad_a, need_grad_b)
+    assert out is not None
+    return out, _present(qb, a, torch.uint8), _present(sb, a, torch.float32)
+
+
+@_blockwise_op.register_fake
+def _blockwise_fake(a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool) -> Tensors:
+    (m, k), n = a.shape, b.shape[0]
+    out = a.new_empty((m, n), dtype=torch.bfloat16)
+    if not need_grad_a:
+        return out, a.new_empty((0,), dtype=torch.uint8), a.new_empty((0,), dtype=torch.float32)
+    scales = a.new_empty(quant._scale_shape(n, k, "block128"), dtype=torch.float32)
+    return out, a.new_empty((n, k), dtype=torch.uint8), scales
+
+
+def _grads(
+    grads: tuple[MaybeTensor, MaybeTensor], like: torch.Tensor, a_dtype: torch.dtype, b_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _present(grads[0], like, a_dtype), _present(grads[1], like, b_dtype)
+
+
+def _grads_fake(
+    grad_out: torch.Tensor, k: int, a_dtype: torch.dtype, b_dtype: torch.dtype, need_a: bool, need_b: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = grad_out.shape
+    return (
+        grad_out.new_empty((m, k) if need_a else (0,), dtype=a_dtype),
+        grad_out.new_empty((n, k) if need_b else (0,), dtype=b_dtype),
+    )
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_tensorwise_backward", mutates_args=())
+def _tensorwise_backward_op(
+    grad_out: torch.Tensor,
+    qa_t: torch.Tensor,
+    sa: torch.Tensor,
+    qb_t: torch.Tensor,
+    sb: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grads = _tensorwise_backward(
+        grad_out, _codes(qa_t), sa, _codes(qb_t), sb, a_dtype, b_dtype, need_grad_a, need_grad_b
+    )
+    return _grads(grads, grad_out, a_dtype, b_dtype)
+
+
+@_tensorwise_backward_op.register_fake
+def _tensorwise_backward_fake(
+    grad_out: torch.Tensor, qa_t: torch.Tensor, sa: torch.Tensor, qb_t: torch.Tensor, sb: torch.Tensor,
+    a_dtype: torch.dtype, b_dtype: torch.dtype, need_grad_a: bool, need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    k = qb_t.shape[0] if need_grad_a else qa_t.shape[0]
+    return _grads_fake(grad_out, k, a_dtype, b_dtype, need_grad_a, need_grad_b)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_rowwise_backward", mutates_args=())
+def _rowwise_backward_op(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    amax_at: torch.Tensor,
+    amax_bt: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grads = _rowwise_backward(grad_out, a, b, amax_at, amax_bt, a_dtype, b_dtype, need_grad_a, need_grad_b)
+    return _grads(grads, grad_out, a_dtype, b_dtype)
+
+
+@_rowwise_backward_op.register_fake
+def _rowwise_backward_fake(
+    grad_out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, amax_at: torch.Tensor, amax_bt: torch.Tensor,
+    a_dtype: torch.dtype, b_dtype: torch.dtype, need_grad_a: bool, need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    return _grads_fake(grad_out, a.shape[1], a_dtype, b_dtype, need_grad_a, need_grad_b)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_blockwise_backward", mutates_args=())
+def _blockwise_backward_op(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    qb: torch.Tensor,
+    sb: torch.Tensor,
+    a_dtype: torch.dtype,
+    b_dtype: torch.dtype,
+    need_grad_a: bool,
+    need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    grads = _blockwise_backward(grad_out, a, _codes(qb), sb, a_dtype, b_dtype, need_grad_a, need_grad_b)
+    return _grads(grads, grad_out, a_dtype, b_dtype)
+
+
+@_blockwise_backward_op.register_fake
+def _blockwise_backward_fake(
+    grad_out: torch.Tensor, a: torch.Tensor, qb: torch.Tensor, sb: torch.Tensor,
+    a_dtype: torch.dtype, b_dtype: torch.dtype, need_grad_a: bool, need_grad_b: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    return _grads_fake(grad_out, a.shape[1], a_dtype, b_dtype, need_grad_a, need_grad_b)
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """One granularity's step: `forward(a, b, need_grad_a, need_grad_b)` -> (out, *residuals);
+    `saved(a, b, residuals)` -> the tensors `backward` takes after dOut; `backward(grad_out,
+    *saved, a_dtype, b_dtype, need_grad_a, need_grad_b)` -> (dA, dB); the ops of each half."""
+
+    forward: Callable[..., tuple[MaybeTensor, ...]]
+    saved: Callable[[torch.Tensor, torch.Tensor, tuple[Any, ...]], tuple[Any, ...]]
+    backward: Callable[..., tuple[MaybeTensor, MaybeTensor]]
+    forward_op: Any
+    backward_op: Any
+
+
+_RECIPES = {
+    "tensorwise": _Recipe(
+        _tensorwise_forward,
+        lambda a, b, res: res,
+        _tensorwise_backward,
+        _tensorwise_op,
+        _tensorwise_backward_op,
+    ),
+    "rowwise": _Recipe(
+        _rowwise_forward, lambda a, b, res: (a, b, *res), _rowwise_backward, _rowwise_op, _rowwise_backward_op
+    ),
+    "blockwise": _Recipe(
+        _blockwise_forward,
+        lambda a, b, res: (a, *res),
+        _blockwise_backward,
+        _blockwise_op,
+        _blockwise_backward_op,
+    ),
+}
+
+
+def _register_autograd(recipe: _Recipe) -> None:
+    """The forward op's autograd formula: save what `recipe.saved` names, call the backward op."""
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensors) -> None:
+        a, b, need_grad_a, need_grad_b = inputs
+        residuals = output[1:]
+        ctx.mark_non_differentiable(*residuals)
+        ctx.set_materialize_grads(False)  # the residuals get no gradient, not zeros
+        ctx.save_for_backward(*recipe.saved(a, b, residuals))
+        ctx.dtypes = (a.dtype, b.dtype)
+        ctx.prepared = (need_grad_a, need_grad_b)
+
+    def backward(ctx: Any, grad_out: MaybeTensor, *residual_grads: None) -> tuple[MaybeTensor, ...]:
+        needs = ctx.needs_input_grad[:2]
+        if any(need and not prepared for need, prepared in zip(needs, ctx.prepared, strict=True)):
+            raise RuntimeError(
+                f"{recipe.forward_op} ran with need_grad_a, need_grad_b = {ctx.prepared}, so it kept "
+                f"nothing for a gradient that autograd now wants ({needs}); pass each input's "
+                "requires_grad, as kernels.gemm_fp8.gemm_fp8 does"
+            )
+        if grad_out is None:
+            return None, None, None, None
+        grad_a, grad_b = recipe.backward_op(grad_out, *ctx.saved_tensors, *ctx.dtypes, *needs)
+        return grad_a if needs[0] else None, grad_b if needs[1] else None, None, None
+
+    recipe.forward_op.register_autograd(backward, setup_context=setup_context)
+
+
+for _recipe in _RECIPES.values():
+    _register_autograd(_recipe)
+
+
+class _GemmFP8(torch.autograd.Function):
+    """The eager path: a recipe's forward and backward without the dispatcher (see `gemm_fp8`)."""
 
     @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, a: torch.Tensor, b: torch.Tensor, granularity: str
-    ) -> torch.Tensor:
-        if granularity == "tensorwise":  # a.T's codes serve dB, b.T's dA: made where that is wanted
-            need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
-            qa, qa_t, sa = _tensorwise(a, OPERAND_FP8_DTYPE, transposed=need_b)
-            qb, qb_t, sb = _tensorwise(b, OPERAND_FP8_DTYPE, transposed=need_a)
-        elif granularity == "rowwise":  # a's column maxima serve dB's a.T, b's dA's b.T
-            need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
-            qa, sa, amax_at = _rowwise(a, OPERAND_FP8_DTYPE, column_amax=need_b)
-            qb, sb, amax_bt = _rowwise(b, OPERAND_FP8_DTYPE, column_amax=need_a)
-        else:
-            qa, sa = _quantize(a, _X_KIND[granularity], OPERAND_FP8_DTYPE)
-            qb, sb = _quantize(b, _W_KIND[granularity], OPERAND_FP8_DTYPE)
-        out = _product(qa, sa, qb, sb, granularity, _W_KIND[granularity], torch.bfloat16)
-        if granularity == "tensorwise":
-            ctx.save_for_backward(qa_t, sa, qb_t, sb)
-        elif granularity == "rowwise":
-            ctx.save_for_backward(a, b, amax_at, amax_bt)
-        else:
-            ctx.save_for_backward(a, qb, sb)
-        ctx.granularity = granularity  # type: ignore[attr-defined]
-        ctx.dtypes = (a.dtype, b.dtype)  # type: ignore[attr-defined]
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, granularity: str) -> MaybeTensor:
+        recipe = _RECIPES[granularity]
+        out, *residuals = recipe.forward(a, b, *ctx.needs_input_grad[:2])
+        ctx.save_for_backward(*recipe.saved(a, b, tuple(residuals)))
+        ctx.recipe = recipe
+        ctx.dtypes = (a.dtype, b.dtype)
         return out
 
     @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
-        granularity: str = ctx.granularity  # type: ignore[attr-defined]
-        a_dtype, b_dtype = ctx.dtypes  # type: ignore[attr-defined]
-        saved = ctx.saved_tensors  # type: ignore[attr-defined]
-        need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]  # type: ignore[attr-defined]
-        grad_dtype = GRAD_FP8_DTYPE[granularity]
-        x_kind, w_kind = _X_KIND[granularity], _W_KIND[granularity]
-        grad_a = grad_b = None
-
-        if granularity == "tensorwise":
-            q_at, sa, q_bt, sb = saved
-            # One tensor-wide scale serves both layouts: dOut is quantised once, into both.
-            qg, qg_t, sg = _tensorwise(grad_out, grad_dtype, transposed=need_b)
-            if need_a:
-                grad_a = _product(qg, sg, q_bt, sb, granularity, w_kind, a_dtype)
-            if need_b:
-                grad_b = _product(qg_t, sg, q_at, sa, granularity, x_kind, b_dtype)
-            return grad_a, grad_b, None
-
-        if granularity == "rowwise":
-            a, b, amax_at, amax_bt = saved
-            amax_gt = None  # dOut's column maxima, where dA's pass over dOut folds them in
-            if need_a:
-                qg, sg, amax_gt = _rowwise(grad_out, grad_dtype, column_amax=need_b)
-                q_bt, s_bt = _rowwise_t(b, amax_bt, OPERAND_FP8_DTYPE)
-                grad_a = _product(qg, sg, q_bt, s_bt, granularity, w_kind, a_dtype)
-            if need_b:
-                qg_t, sg_t = _rowwise_t(grad_out, amax_gt, grad_dtype)
-                q_at, s_at = _rowwise_t(a, amax_at, OPERAND_FP8_DTYPE)
-                grad_b = _product(qg_t, sg_t, q_at, s_at, granularity, x_kind, b_dtype)
-            return grad_a, grad_b, None
-
-        if need_a:
-            qg, sg = _quantize(grad_out, x_kind, grad_dtype)
-            q_bt, s_bt = _transposed(saved[1], saved[2])
-            grad_a = _product(qg, sg, q_bt, s_bt, granularity, w_kind, a_dtype)
-        if need_b:
-            qg_t, sg_t = _quantize(grad_out.t(), x_kind, grad_dtype)
-            q_at, s_at = _quantize(saved[0].t(), x_kind, OPERAND_FP8_DTYPE)
-            grad_b = _product(qg_t, sg_t, q_at, s_at, granularity, x_kind, b_dtype)
-        return grad_a, grad_b, None
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[MaybeTensor, ...]:
+        grads = ctx.recipe.backward(grad_out, *ctx.saved_tensors, *ctx.dtypes, *ctx.needs_input_grad[:2])
+        return (*grads, None)
 
 
 def _check_inputs(a: torch.Tensor, b: torch.Tensor, granularity: str) -> None:
@@ -829,8 +1129,20 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, granularity: str) -> None:
 def gemm_fp8(a: torch.Tensor, b: torch.Tensor, granularity: str = "tensorwise") -> torch.Tensor:
     """bf16 a @ b.T computed in fp8 (e4m3 operands, GRAD_FP8_DTYPE gradients), differentiable.
 
-    a: M x K activations, b: N x K weights (bf16; fp16/fp32 accepted), any M, N, K.
+    a: M x K activations, b: N x K weights (bf16; fp16/fp32 accepted), any M, N, K. Under
+    torch.compile this is the custom op `torch.ops.gitcampaign_kernels.gemm_fp8_<granularity>`
+    (its first output); eagerly the same steps run without the dispatcher (docs/kernels.md).
     """
     _check_inputs(a, b, granularity)
-    out: torch.Tensor = _GemmFP8.apply(a, b, granularity)
+    recipe = _RECIPES[granularity]
+    grad_enabled = torch.is_grad_enabled()
+    if torch.compiler.is_compiling():
+        need_grad_a, need_grad_b = grad_enabled and a.requires_grad, grad_enabled and b.requires_grad
+        compiled: torch.Tensor = recipe.forward_op(a, b, need_grad_a, need_grad_b)[0]
+        return compiled
+    if grad_enabled and (a.requires_grad or b.requires_grad):
+        out = _GemmFP8.apply(a, b, granularity)
+    else:
+        out = recipe.forward(a, b, False, False)[0]
+    assert out is not None
     return out

@@ -69,14 +69,22 @@ EPILOGUE_SUBTILE=0|1 in a pinned config applies to the TMA kernels only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
 from kernels._common import (
+    NAMESPACE,
     TMA_ONLY_KEYS,
     backend,
+    capability,
+    cdiv,
     input_precision,
+    launch,
+    next_power_of_2,
     num_sms,
     pick_configs,
     tile_pid,
@@ -517,12 +525,24 @@ def _check_inputs(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -
         )
 
 
+@triton.jit(debug=True)
+def _check_sizes_kernel(sizes_ptr, G, M_total, G_POW2: tl.constexpr):
+    """One program: every group size non-negative and their sum M_total. Compiled with debug=True,
+    the one kernel whose device_assert Triton keeps: a failure stops the stream with a device-side
+    assert, as torch._assert_async does, without a host sync."""
+    groups = tl.arange(0, G_POW2)
+    sizes = tl.load(sizes_ptr + groups, mask=groups < G, other=0)
+    tl.device_assert(tl.min(sizes, 0) >= 0, "group_sizes must be non-negative")
+    tl.device_assert(tl.sum(sizes, 0) == M_total, "group_sizes must sum to a.shape[0]")
+
+
 def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
     """Check group_sizes is non-negative and sums to the rows of `a`.
 
     On the CPU the values are in host memory and a wrong sum raises ValueError. On a GPU reading them
-    would stall the stream every call, so the check is `torch._assert_async` (a device-side assert,
-    no host sync); the kernels clamp rows to ΣM, so a wrong sum can never touch memory out of bounds.
+    would stall the stream every call, so the check is `_check_sizes_kernel` (a device-side assert
+    in one launch, no host sync); the kernels clamp rows to ΣM, so a wrong sum can never touch
+    memory out of bounds.
     """
     if group_sizes.device.type == "cpu":
         if bool((group_sizes < 0).any()) or int(group_sizes.sum()) != total_rows:
@@ -531,8 +551,8 @@ def _check_group_sum(group_sizes: torch.Tensor, total_rows: int) -> None:
                 f"{group_sizes.tolist()}; count rows per expert after sorting a by expert"
             )
         return
-    valid = (group_sizes.sum() == total_rows) & (group_sizes >= 0).all()
-    torch._assert_async(valid, "group_sizes must be non-negative and sum to a.shape[0]")
+    groups = group_sizes.shape[0]
+    launch(_check_sizes_kernel, (1,), group_sizes, groups, total_rows, G_POW2=next_power_of_2(groups))
 
 
 # Interpreter programs: few, so that the CPU tests run several tiles per program.
@@ -569,10 +589,12 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
             # An upper bound of the tiles from host-known numbers: each group wastes at most one row tile.
-            bound = (triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"])
+            bound = (cdiv(m_total, meta["BLOCK_M"]) + groups) * cdiv(n, meta["BLOCK_N"])
             return (min(sms, bound),)
 
-        _grouped_matmul_nt_tma_kernel[persistent_grid](
+        launch(
+            _grouped_matmul_nt_tma_kernel,
+            persistent_grid,
             a,
             b,
             out,
@@ -585,16 +607,18 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
             b.stride(0),
             b.stride(1) if b_k_major else b.stride(2),
             out.stride(0),
-            G_POW2=triton.next_power_of_2(groups),
+            G_POW2=next_power_of_2(groups),
             NUM_SMS=sms,
             B_K_MAJOR=b_k_major,
         )
         return out
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        return ((triton.cdiv(m_total, meta["BLOCK_M"]) + groups) * triton.cdiv(n, meta["BLOCK_N"]),)
+        return ((cdiv(m_total, meta["BLOCK_M"]) + groups) * cdiv(n, meta["BLOCK_N"]),)
 
-    _grouped_matmul_nt_kernel[grid](
+    launch(
+        _grouped_matmul_nt_kernel,
+        grid,
         a,
         b,
         out,
@@ -610,7 +634,7 @@ def _grouped_matmul_nt(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tens
         b.stride(2),
         out.stride(0),
         out.stride(1),
-        G_POW2=triton.next_power_of_2(groups),
+        G_POW2=next_power_of_2(groups),
         INPUT_PRECISION=input_precision(a.dtype),
     )
     return out
@@ -632,10 +656,12 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         sms = num_sms(a.device, INTERPRETER_PROGRAMS)
 
         def persistent_grid(meta: dict[str, int]) -> tuple[int]:
-            tiles = triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"])
+            tiles = cdiv(n, meta["BLOCK_N"]) * cdiv(k, meta["BLOCK_K"])
             return (min(sms, groups * tiles),)
 
-        _grouped_db_tma_kernel[persistent_grid](
+        launch(
+            _grouped_db_tma_kernel,
+            persistent_grid,
             grad_out,
             a,
             grad_b,
@@ -648,15 +674,17 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
             a.stride(0),
             grad_b.stride(0),
             grad_b.stride(1),
-            G_POW2=triton.next_power_of_2(groups),
+            G_POW2=next_power_of_2(groups),
             NUM_SMS=sms,
         )
         return grad_b
 
     def grid(meta: dict[str, int]) -> tuple[int, int]:
-        return (triton.cdiv(n, meta["BLOCK_N"]) * triton.cdiv(k, meta["BLOCK_K"]), groups)
+        return (cdiv(n, meta["BLOCK_N"]) * cdiv(k, meta["BLOCK_K"]), groups)
 
-    _grouped_db_kernel[grid](
+    launch(
+        _grouped_db_kernel,
+        grid,
         grad_out,
         a,
         grad_b,
@@ -672,30 +700,10 @@ def _grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tens
         grad_b.stride(0),
         grad_b.stride(1),
         grad_b.stride(2),
-        G_POW2=triton.next_power_of_2(groups),
+        G_POW2=next_power_of_2(groups),
         INPUT_PRECISION=input_precision(a.dtype),
     )
     return grad_b
-
-
-class _GroupedGemm(torch.autograd.Function):
-    @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor
-    ) -> torch.Tensor:
-        ctx.save_for_backward(a, b, group_sizes)
-        return _grouped_matmul_nt(a, b, group_sizes)
-
-    @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad_out: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
-        a, b, group_sizes = ctx.saved_tensors
-        grad_out = grad_out.to(a.dtype)
-        needs_a, needs_b, _ = ctx.needs_input_grad
-        grad_a = _grouped_matmul_nt(grad_out, b.transpose(1, 2), group_sizes) if needs_a else None
-        grad_b = _grouped_db(grad_out, a, group_sizes) if needs_b else None
-        return grad_a, grad_b, None
 
 
 def _torch_grouped_mm_usable(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -704,7 +712,7 @@ def _torch_grouped_mm_usable(a: torch.Tensor, b: torch.Tensor) -> bool:
         hasattr(torch, "_grouped_mm")
         and a.is_cuda
         and a.dtype == torch.bfloat16
-        and torch.cuda.get_device_capability(a.device)[0] == 9
+        and capability(a.device)[0] == 9
         and a.shape[1] % 8 == 0
         and b.shape[1] % 8 == 0
     )
@@ -721,16 +729,116 @@ def _torch_grouped_gemm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Ten
     return torch.cat([chunk @ b[g].T for g, chunk in enumerate(chunks)])
 
 
+def _torch_grouped_db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """The vendor reference of dB: torch._grouped_mm over the shared row dimension (the product
+    its own backward makes for the weights) where it runs, else one matmul per group."""
+    if _torch_grouped_mm_usable(a, grad_out):
+        ends = torch.cumsum(group_sizes, 0, dtype=torch.int32)
+        result: torch.Tensor = torch._grouped_mm(grad_out.t(), a, offs=ends)
+        return result
+    rows = group_sizes.tolist()
+    return torch.stack([g.T @ x for g, x in zip(grad_out.split(rows), a.split(rows), strict=True)])
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """The forward product on the backend KERNELS_GROUPED_GEMM_BACKEND names, read at every call."""
+    if backend(BACKEND_ENV) == "torch":
+        return _torch_grouped_gemm(a, b, group_sizes)
+    return _grouped_matmul_nt(a, b, group_sizes)
+
+
+def _forward(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """The forward, which checks the sizes' values first: inside the op, where they exist."""
+    _check_group_sum(group_sizes, a.shape[0])
+    return _product(a, b, group_sizes)
+
+
+def _db(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    if backend(BACKEND_ENV) == "torch":
+        return _torch_grouped_db(grad_out, a, group_sizes)
+    return _grouped_db(grad_out, a, group_sizes)
+
+
+def _backward(
+    grad_out: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    group_sizes: torch.Tensor,
+    needs_input_grad: tuple[bool, ...],
+    product: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    db: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+    """dA = the forward product with bᵀ; dB[g] = dout[rows of g]ᵀ @ a[rows of g]."""
+    grad_out = grad_out.to(a.dtype)
+    grad_a = product(grad_out, b.transpose(1, 2), group_sizes) if needs_input_grad[0] else None
+    grad_b = db(grad_out, a, group_sizes) if needs_input_grad[1] else None
+    return grad_a, grad_b, None
+
+
+@torch.library.custom_op(f"{NAMESPACE}::grouped_gemm", mutates_args=())
+def grouped_gemm_op(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """`grouped_gemm` as a custom op, the node torch.compile puts in its graph; inputs as
+    `grouped_gemm` checks them (the sizes' values are checked here)."""
+    return _forward(a, b, group_sizes)
+
+
+@grouped_gemm_op.register_fake
+def _grouped_gemm_fake(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+@torch.library.custom_op(f"{NAMESPACE}::grouped_gemm_db", mutates_args=())
+def grouped_gemm_db_op(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """dB of `grouped_gemm_op`: G x N x K, zeros for an empty group."""
+    return _db(grad_out, a, group_sizes)
+
+
+@grouped_gemm_db_op.register_fake
+def _grouped_gemm_db_fake(grad_out: torch.Tensor, a: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    return a.new_empty((group_sizes.shape[0], grad_out.shape[1], a.shape[1]))
+
+
+def _save_inputs(ctx: Any, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _grouped_gemm_op_backward(
+    ctx: Any, grad_out: torch.Tensor
+) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+    a, b, group_sizes = ctx.saved_tensors
+    return _backward(grad_out, a, b, group_sizes, ctx.needs_input_grad, grouped_gemm_op, grouped_gemm_db_op)
+
+
+grouped_gemm_op.register_autograd(_grouped_gemm_op_backward, setup_context=_save_inputs)
+
+
+class _GroupedGemm(torch.autograd.Function):
+    """The eager path: `grouped_gemm_op`'s forward and backward without the dispatcher."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b, group_sizes)
+        return _forward(a, b, group_sizes)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        a, b, group_sizes = ctx.saved_tensors
+        return _backward(grad_out, a, b, group_sizes, ctx.needs_input_grad, _product, _db)
+
+
 def grouped_gemm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
     """Rows of group g of `a` times `b[g]`ᵀ; differentiable in `a` and `b`.
 
     a: (ΣM) x K with rows sorted by group; b: G x N x K (one nn.Linear weight per expert); group_sizes:
     G int64 row counts on the same device, any of them 0 or not a tile multiple. Returns (ΣM) x N in
-    a's dtype (bf16, fp16 or fp32). The backend comes from `KERNELS_GROUPED_GEMM_BACKEND`.
+    a's dtype (bf16, fp16 or fp32). The backend comes from `KERNELS_GROUPED_GEMM_BACKEND`. Under
+    torch.compile this is the custom op `torch.ops.gitcampaign_kernels.grouped_gemm`; eagerly the
+    same forward and backward run without the dispatcher (docs/kernels.md).
     """
     _check_inputs(a, b, group_sizes)
-    _check_group_sum(group_sizes, a.shape[0])
-    if backend(BACKEND_ENV) == "torch":
-        return _torch_grouped_gemm(a, b, group_sizes)
+    if torch.compiler.is_compiling():
+        return grouped_gemm_op(a, b, group_sizes)
+    if not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        return _forward(a, b, group_sizes)
     result: torch.Tensor = _GroupedGemm.apply(a, b, group_sizes)
     return result

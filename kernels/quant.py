@@ -73,12 +73,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels._common import backend, num_sms, pick_configs, without_keys
+from kernels._common import (
+    NAMESPACE,
+    backend,
+    cdiv,
+    launch,
+    next_power_of_2,
+    num_sms,
+    pick_configs,
+    without_keys,
+)
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
@@ -532,12 +542,12 @@ def _check_input(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> N
 
 def _scale_shape(rows: int, cols: int, granularity: str) -> tuple[int, int]:
     """Shape of the float32 scales for an R x C input."""
-    groups = math.ceil(cols / BLOCK)
+    groups = -(-cols // BLOCK)  # integer ceil, so that the fake op's symbolic sizes work too
     return {
         "tensorwise": (1, 1),
         "rowwise": (rows, 1),
         "blockwise": (rows, groups),
-        "block128": (math.ceil(rows / BLOCK), groups),
+        "block128": (-(-rows // BLOCK), groups),
     }[granularity]
 
 
@@ -546,7 +556,7 @@ def _tensorwise_grid(rows: int, cols: int, block_c: int, sms: int) -> Callable[[
     than tiles."""
 
     def grid(meta: dict[str, int]) -> tuple[int]:
-        tiles = triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)) * triton.cdiv(cols, block_c)
+        tiles = cdiv(rows, cdiv(meta["ELEMS"], block_c)) * cdiv(cols, block_c)
         per_sm = meta.get("PER_SM", 0)
         return (min(tiles, sms * per_sm) if per_sm else tiles,)
 
@@ -560,20 +570,22 @@ def _quantize_tensorwise(
     with `q_t`, the quantise pass also writes the codes of x.T there."""
     rows, cols = x.shape
     sms = num_sms(x.device, INTERPRETER_SMS)
-    block_c = min(triton.next_power_of_2(cols), TILE_C)
+    block_c = min(next_power_of_2(cols), TILE_C)
     block_r = max(1, AMAX_ELEMS // block_c)
-    tiles = triton.cdiv(rows, block_r) * triton.cdiv(cols, block_c)
+    tiles = cdiv(rows, block_r) * cdiv(cols, block_c)
     num_partials = min(tiles, sms * AMAX_PER_SM)
     partials = torch.empty(num_partials, dtype=torch.float32, device=x.device)
-    _amax_partials_kernel[(num_partials,)](
+    launch(
+        _amax_partials_kernel, (num_partials,),
         x, partials, rows, cols, x.stride(0),
         BLOCK_R=block_r, BLOCK_C=block_c, STAGES=AMAX_STAGES, num_warps=AMAX_WARPS,
     )  # fmt: skip
     if q_t is not None:
-        block_c = min(triton.next_power_of_2(cols), TRANSPOSED_TILE_C)
-    _quant_tensorwise_kernel_tuned[_tensorwise_grid(rows, cols, block_c, sms)](
+        block_c = min(next_power_of_2(cols), TRANSPOSED_TILE_C)
+    launch(
+        _quant_tensorwise_kernel_tuned, _tensorwise_grid(rows, cols, block_c, sms),
         x, q, q if q_t is None else q_t, scales, partials, rows, cols, x.stride(0), num_partials,
-        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=triton.next_power_of_2(num_partials),
+        FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_C=block_c, PARTIALS=next_power_of_2(num_partials),
         TRANSPOSED=q_t is not None,
     )  # fmt: skip
 
@@ -583,9 +595,10 @@ def _row_maxima(x: torch.Tensor, split_chunks: int | None = None) -> torch.Tenso
     at the call) column chunks: float32 (R, SPLITS), one launch."""
     rows, cols = x.shape
     split_chunks = split_chunks or SPLIT_CHUNKS
-    splits = triton.cdiv(cols, split_chunks * STRIDED_BLOCK_C)
+    splits = cdiv(cols, split_chunks * STRIDED_BLOCK_C)
     partials = torch.empty((rows, splits), dtype=torch.float32, device=x.device)
-    _row_amax_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), splits)](
+    launch(
+        _row_amax_partials_kernel, (cdiv(rows, SPLIT_BLOCK_R), splits),
         x, partials, rows, cols, x.stride(0), x.stride(1), splits,
         BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C, SPLIT_CHUNKS=split_chunks, STAGES=SPLIT_STAGES,
         num_warps=4,
@@ -600,10 +613,11 @@ def _quantize_rows_from_partials(
     grid of 32 x 256 tiles that each reduce their rows' partials (one launch, all SMs busy)."""
     rows, cols = x.shape
     splits = partials.shape[1]
-    _row_quant_partials_kernel[(triton.cdiv(rows, SPLIT_BLOCK_R), triton.cdiv(cols, STRIDED_BLOCK_C))](
+    launch(
+        _row_quant_partials_kernel, (cdiv(rows, SPLIT_BLOCK_R), cdiv(cols, STRIDED_BLOCK_C)),
         x, q, scales, partials, rows, cols, x.stride(0), x.stride(1), splits,
         FP8_MAX=fp8_max, EPS=SCALE_EPS, BLOCK_R=SPLIT_BLOCK_R, BLOCK_C=STRIDED_BLOCK_C,
-        SPLITS_POW2=triton.next_power_of_2(splits), num_warps=4,
+        SPLITS_POW2=next_power_of_2(splits), num_warps=4,
     )  # fmt: skip
 
 
@@ -624,23 +638,26 @@ def _quantize_triton(
     elif granularity in ("rowwise", "blockwise"):
         group_c = cols if granularity == "rowwise" else BLOCK
         if granularity == "blockwise" and unit_stride:  # several 1x128 blocks of each row a tile
-            block_c = max(BLOCK, min(triton.next_power_of_2(cols), BLOCKWISE_BLOCK_C))
+            block_c = max(BLOCK, min(next_power_of_2(cols), BLOCKWISE_BLOCK_C))
         else:
-            block_c = min(triton.next_power_of_2(group_c), MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C)
+            block_c = min(next_power_of_2(group_c), MAX_BLOCK_C if unit_stride else STRIDED_BLOCK_C)
 
         def grid(meta: dict[str, int]) -> tuple[int, int]:
             return (
-                triton.cdiv(rows, triton.cdiv(meta["ELEMS"], block_c)),
-                triton.cdiv(cols, max(group_c, block_c)),
+                cdiv(rows, cdiv(meta["ELEMS"], block_c)),
+                cdiv(cols, max(group_c, block_c)),
             )
 
-        _quant_kernel_tuned[grid](
+        launch(
+
+            _quant_kernel_tuned, grid,
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=group_c, BLOCK_C=block_c, GROUP_R=1, GIVEN_AMAX=False, **common,
         )  # fmt: skip
     elif granularity == "block128":
-        grid_2d = (triton.cdiv(rows, BLOCK), triton.cdiv(cols, BLOCK))
-        _quant_kernel[grid_2d](
+        grid_2d = (cdiv(rows, BLOCK), cdiv(cols, BLOCK))
+        launch(
+            _quant_kernel, grid_2d,
             x, q, scales, scales, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=BLOCK, BLOCK_C=BLOCK, GROUP_R=BLOCK, GIVEN_AMAX=False, ELEMS=BLOCK * BLOCK,
             num_warps=8, **common,
@@ -648,11 +665,22 @@ def _quantize_triton(
     else:
         amax = torch.zeros(1, dtype=torch.float32, device=x.device)
         tile_r, tile_c = 32, 256
-        grid_2d = (triton.cdiv(rows, tile_r), triton.cdiv(cols, tile_c))
-        _amax_kernel[grid_2d](
-            x, amax, rows, cols, x.stride(0), x.stride(1), BLOCK_R=tile_r, BLOCK_C=tile_c, num_warps=8
+        grid_2d = (cdiv(rows, tile_r), cdiv(cols, tile_c))
+        launch(
+            _amax_kernel,
+            grid_2d,
+            x,
+            amax,
+            rows,
+            cols,
+            x.stride(0),
+            x.stride(1),
+            BLOCK_R=tile_r,
+            BLOCK_C=tile_c,
+            num_warps=8,
         )
-        _quant_kernel[grid_2d](
+        launch(
+            _quant_kernel, grid_2d,
             x, q, scales, amax, rows, cols, x.stride(0), x.stride(1), scales.stride(0),
             GROUP_C=tile_c, BLOCK_C=tile_c, GROUP_R=tile_r, GIVEN_AMAX=True, ELEMS=tile_r * tile_c,
             num_warps=8, **common,
@@ -694,12 +722,15 @@ def expand_scales(scales: torch.Tensor, granularity: str, rows: int, cols: int) 
 
 
 def _quantize_torch(
-    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype
+    x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype, group_amax: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The float32 operations of the Triton kernel, in the same order, in torch."""
+    """The float32 operations of the Triton kernel, in the same order, in torch; `group_amax`, where
+    given, is every group's |x| maximum, shaped like the scales (max is exact: the same bits)."""
     fp8_max = FP8_MAX[fp8_dtype]
     x32 = x.to(torch.float32)
-    amax = _group_amax(x32, granularity).clamp_min(SCALE_EPS)
+    if group_amax is None:
+        group_amax = _group_amax(x32, granularity)
+    amax = group_amax.clamp_min(SCALE_EPS)
     # Tensor-by-tensor divisions: on CUDA, torch turns `tensor / python_scalar` into a multiply by
     # the scalar's reciprocal, which is not the kernel's IEEE division.
     scales = amax / torch.full_like(amax, fp8_max)
@@ -710,15 +741,20 @@ def _quantize_torch(
     return q, scales
 
 
+def _quantize(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize` for checked inputs: the backend KERNELS_QUANT_BACKEND names, read at every call."""
+    if backend(BACKEND_ENV) == "torch":
+        return _quantize_torch(x, granularity, fp8_dtype)
+    return _quantize_triton(x, granularity, fp8_dtype)
+
+
 def quantize(
     x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype = torch.float8_e4m3fn
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantise the rows of a 2-D view (any strides) with any of the four granularities, on the
     backend KERNELS_QUANT_BACKEND picks. gemm_fp8 calls this for its operands and gradients."""
     _check_input(x, granularity, fp8_dtype)
-    if backend(BACKEND_ENV) == "torch":
-        return _quantize_torch(x, granularity, fp8_dtype)
-    return _quantize_triton(x, granularity, fp8_dtype)
+    return _quantize(x, granularity, fp8_dtype)
 
 
 def quantize_tensorwise_transposed(
@@ -745,18 +781,34 @@ def quantize_tensorwise_transposed(
     return q, q_t, scales
 
 
+def column_amax_torch(x: torch.Tensor) -> torch.Tensor:
+    """Every column's |x| maximum, float32 (C, 1), in torch (max is exact: the kernels' bits)."""
+    return x.abs().amax(dim=0).to(torch.float32).reshape(-1, 1)
+
+
+def _column_amax(x: torch.Tensor) -> torch.Tensor:
+    """Every column's |x| maximum, float32 (C, 1): the row maxima of x.T in runs of chunks, then,
+    where a row took several runs, one more launch that reduces them."""
+    partials = _row_maxima(x.t())
+    splits = partials.shape[1]
+    return partials if splits == 1 else _row_maxima(partials, cdiv(splits, STRIDED_BLOCK_C))
+
+
 def quantize_rowwise_with_column_amax(
     x: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Rowwise codes and scales of x with every column's |x| maximum: (q, scales, column_amax),
     column_amax float32 (C, 1), the row maxima of x.T for `quantize_rowwise_given_amax(x.t(), ...)`.
-    The maxima are folded into the rowwise pass (two launches: the pass, then a reduction of its
-    per-program partials); where that pass does not apply (rows longer than MAX_BLOCK_C, strided
-    rows, the torch backend) this is `quantize(x, "rowwise")` and column_amax is None."""
+    On unit-stride rows up to MAX_BLOCK_C columns the maxima are folded into the rowwise pass (two
+    launches: the pass, then a reduction of its per-program partials); elsewhere (longer or strided
+    rows) the rowwise pass runs as in quantize() and the maxima take a pass over x.T of their own,
+    the one its quantisation would otherwise make; the torch backend computes them in torch."""
     _check_input(x, "rowwise", fp8_dtype)
     rows, cols = x.shape
-    if backend(BACKEND_ENV) == "torch" or x.stride(1) != 1 or cols > MAX_BLOCK_C:
-        return (*quantize(x, "rowwise", fp8_dtype), None)
+    if backend(BACKEND_ENV) == "torch":
+        return (*_quantize_torch(x, "rowwise", fp8_dtype), column_amax_torch(x))
+    if x.stride(1) != 1 or cols > MAX_BLOCK_C:
+        return (*_quantize_triton(x, "rowwise", fp8_dtype), _column_amax(x))
     q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
     scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     # A fixed number of programs (not one per config's row group), so that the partials' count does
@@ -764,12 +816,13 @@ def quantize_rowwise_with_column_amax(
     # maximum sees.
     programs = min(rows, num_sms(x.device, INTERPRETER_SMS) * COLMAX_PER_SM)
     colmax = torch.empty((programs, cols), dtype=torch.float32, device=x.device)
-    _quant_rows_colmax_kernel_tuned[(programs,)](
+    launch(
+        _quant_rows_colmax_kernel_tuned, (programs,),
         x, q, scales, colmax, rows, cols, x.stride(0),
-        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=triton.next_power_of_2(cols),
+        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS, BLOCK_C=next_power_of_2(cols),
     )  # fmt: skip
     # One run of chunks spans every program's partial, so the reduction leaves one maximum a column.
-    return q, scales, _row_maxima(colmax.t(), triton.cdiv(programs, STRIDED_BLOCK_C))
+    return q, scales, _row_maxima(colmax.t(), cdiv(programs, STRIDED_BLOCK_C))
 
 
 def quantize_rowwise_given_amax(
@@ -778,7 +831,7 @@ def quantize_rowwise_given_amax(
     """Rowwise codes and scales of a 2-D view (any strides) whose rows' |x| maxima are known
     (row_amax: float32 (R, 1), e.g. the column_amax of `quantize_rowwise_with_column_amax` for
     x = that tensor's .t()): one pass, without the amax pass of its own. The result is
-    `quantize(x, "rowwise")`'s when row_amax holds x's maxima; the torch backend computes them."""
+    `quantize(x, "rowwise")`'s when row_amax holds x's maxima, on either backend."""
     _check_input(x, "rowwise", fp8_dtype)
     rows, cols = x.shape
     if row_amax.shape != (rows, 1) or row_amax.dtype != torch.float32 or row_amax.device != x.device:
@@ -787,29 +840,11 @@ def quantize_rowwise_given_amax(
             f"({rows}, 1) on {x.device}: the column_amax that quantize_rowwise_with_column_amax returned"
         )
     if backend(BACKEND_ENV) == "torch":
-        return _quantize_torch(x, "rowwise", fp8_dtype)
+        return _quantize_torch(x, "rowwise", fp8_dtype, row_amax)
     q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
     scales = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     _quantize_rows_from_partials(x, q, scales, row_amax.contiguous(), FP8_MAX[fp8_dtype])
     return q, scales
-
-
-class _QuantizeFP8(torch.autograd.Function):
-    """Quantisation is a rounding step with no useful gradient: outputs are marked non-differentiable."""
-
-    @staticmethod
-    def forward(
-        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, granularity: str
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        q, scales = quantize(x, granularity)
-        ctx.mark_non_differentiable(q, scales)
-        return q, scales
-
-    @staticmethod
-    def backward(
-        ctx: torch.autograd.function.FunctionCtx, grad_q: torch.Tensor, grad_scales: torch.Tensor
-    ) -> tuple[None, None]:
-        return None, None
 
 
 def _check_public(granularity: str) -> None:
@@ -819,15 +854,44 @@ def _check_public(granularity: str) -> None:
         )
 
 
+@torch.library.custom_op(f"{NAMESPACE}::quantize_fp8", mutates_args=())
+def quantize_fp8_op(x: torch.Tensor, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize_fp8` as a custom op, the node torch.compile puts in its graph; inputs as
+    `quantize_fp8` checks them."""
+    return _quantize(x, granularity, torch.float8_e4m3fn)
+
+
+@quantize_fp8_op.register_fake
+def _quantize_fp8_fake(x: torch.Tensor, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, cols = x.shape
+    q = x.new_empty((rows, cols), dtype=torch.float8_e4m3fn)
+    return q, x.new_empty(_scale_shape(rows, cols, granularity), dtype=torch.float32)
+
+
+def _quantize_fp8_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
+    # Quantisation is a rounding step with no useful gradient.
+    ctx.mark_non_differentiable(*output)
+
+
+def _quantize_fp8_backward(ctx: Any, grad_q: torch.Tensor, grad_scales: torch.Tensor) -> tuple[None, None]:
+    return None, None
+
+
+quantize_fp8_op.register_autograd(_quantize_fp8_backward, setup_context=_quantize_fp8_setup)
+
+
 def quantize_fp8(x: torch.Tensor, granularity: str = "rowwise") -> tuple[torch.Tensor, torch.Tensor]:
     """x (M x K, bf16/fp16/fp32) -> (q: float8_e4m3fn M x K, scales: float32), x ~= q * scales.
 
     tensorwise: scales (1, 1); rowwise: scales (M, 1); blockwise: 1x128 blocks along K, scales
-    (M, ceil(K/128)).
+    (M, ceil(K/128)). Neither output carries a gradient. Under torch.compile this is the custom op
+    `torch.ops.gitcampaign_kernels.quantize_fp8`.
     """
     _check_public(granularity)
-    q, scales = _QuantizeFP8.apply(x, granularity)
-    return q, scales
+    _check_input(x, granularity, torch.float8_e4m3fn)
+    if torch.compiler.is_compiling():
+        return quantize_fp8_op(x, granularity)
+    return _quantize(x.detach(), granularity, torch.float8_e4m3fn)
 
 
 def quantize_fp8_reference(

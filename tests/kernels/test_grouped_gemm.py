@@ -7,6 +7,10 @@ BLOCK_M = 64 (sizes of 1, 65, a group spanning several tiles, an empty group).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,8 @@ from gitcampaign.harness.contract import DISTRIBUTIONS
 from gitcampaign.harness.routing import capacity_limited, make_group_sizes
 from kernels.grouped_gemm import grouped_gemm
 from tests.kernels.helpers import DEVICE, gpu, snr_db
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # SNR floors (dB): fp16/bf16 per docs/harness.md (output rounding alone gives ~65 dB fp16, ~50 dB bf16);
 # fp32 output rounding is ~140 dB, so 100 dB still catches one wrong element.
@@ -395,3 +401,29 @@ def test_tma_path_or_fallback(
         a = torch.randn(150 * 96 + 1, dtype=dtype, device=DEVICE)[1:].view(150, 96)
     assert_matches_reference(a, b, torch.tensor([64, 0, 86], device=DEVICE))
     assert launched == kernels
+
+
+SM90_ASSERTS = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.grouped_gemm import _check_sizes_kernel as kernel
+signature = {"sizes_ptr": "*i64", "G": "i32", "M_total": "i32", "G_POW2": "constexpr"}
+compiled = triton.compile(
+    ASTSource(kernel, signature, {"G_POW2": 8}), target=GPUTarget("cuda", 90, 32), options={"debug": kernel.debug}
+)
+print(compiled.asm["ptx"].count("__assertfail"))
+"""
+
+
+def test_device_size_check_keeps_its_asserts() -> None:
+    """On a GPU the group sizes are checked by `_check_sizes_kernel`'s device_assert, which Triton
+    drops unless the kernel is compiled with debug: compiled for sm_90 on the CPU (Triton's compiler
+    and ptxas need no GPU; a fresh interpreter, as the interpreter's patches of triton.language
+    break compiling) with the debug option its launch passes, its PTX still calls __assertfail."""
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "-c", SM90_ASSERTS], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) >= 2

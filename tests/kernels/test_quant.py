@@ -300,14 +300,20 @@ def test_rowwise_with_column_amax_is_one_quantisation_and_the_column_maxima(
             assert torch.equal(got.view(torch.uint8), ref.view(torch.uint8))
 
 
-def test_column_amax_only_where_the_rowwise_pass_folds_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows longer than one chunk, strided rows and the torch backend quantise as quantize() does
-    and return no column maxima; a wrong row_amax is refused with the fix."""
-    for x in (torch.randn(3, quant.MAX_BLOCK_C + 1, device=DEVICE), torch.randn(40, 24, device=DEVICE).t()):
+def test_column_amax_where_the_rowwise_pass_cannot_fold_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows longer than one chunk and strided rows (tall enough that a row of x.T takes two runs of
+    chunks, then a reduction) quantise as quantize() does, and still return every column's maximum,
+    from a pass of its own; so does the torch backend, whose given-amax pass uses the maxima it is handed (the
+    reference's bits when they are right). A wrong row_amax is refused with the fix."""
+    long_rows = torch.randn(3, quant.MAX_BLOCK_C + 1, device=DEVICE)
+    tall_strided = torch.randn(24, quant.SPLIT_CHUNKS * quant.STRIDED_BLOCK_C + 5, device=DEVICE).t()
+    for x in (long_rows, tall_strided):
         q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)
         plain_q, plain_scales = quant.quantize(x, "rowwise")
-        assert column_amax is None and torch.equal(scales, plain_scales)
+        assert torch.equal(scales, plain_scales)
         assert torch.equal(q.view(torch.uint8), plain_q.view(torch.uint8))
+        assert column_amax.shape == (x.shape[1], 1)
+        assert torch.equal(column_amax[:, 0], x.float().abs().amax(dim=0))
     x = torch.randn(40, 24, device=DEVICE)
     for row_amax in (torch.ones(40, 1, device=DEVICE), torch.ones(24, 1, device=DEVICE, dtype=torch.float64)):
         with pytest.raises(
@@ -317,9 +323,13 @@ def test_column_amax_only_where_the_rowwise_pass_folds_it(monkeypatch: pytest.Mo
     monkeypatch.setenv(quant.BACKEND_ENV, "torch")
     ref_q, ref_scales = quant._quantize_torch(x, "rowwise", E4M3)
     q, scales, column_amax = quant.quantize_rowwise_with_column_amax(x)
-    assert column_amax is None and torch.equal(scales, ref_scales) and torch.equal(q, ref_q)
-    q_t, scales_t = quant.quantize_rowwise_given_amax(x.t(), torch.ones(24, 1, device=DEVICE))
-    assert torch.equal(scales_t, quant._quantize_torch(x.t(), "rowwise", E4M3)[1])
+    assert torch.equal(scales, ref_scales) and torch.equal(q, ref_q)
+    assert torch.equal(column_amax[:, 0], x.abs().amax(dim=0))
+    ref_q_t, ref_scales_t = quant._quantize_torch(x.t(), "rowwise", E4M3)
+    q_t, scales_t = quant.quantize_rowwise_given_amax(x.t(), column_amax)
+    assert torch.equal(scales_t, ref_scales_t) and torch.equal(q_t, ref_q_t)
+    doubled = quant.quantize_rowwise_given_amax(x.t(), 2 * column_amax)[1]
+    assert torch.equal(doubled, 2 * ref_scales_t)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,87 @@
+"""The vendor paths the benchmarks hold our kernels against (benchmarks/host_cost.py,
+benchmarks/train_step.py), each the straightforward torch composition of the same computation:
+
+- bf16 GEMM: `torch.nn.functional.linear` (cuBLAS), torch's own autograd;
+- fp8 GEMM: `ScaledMMLinear`, torch's reference quantiser (kernels.quant's float32 steps in torch,
+  eager or torch.compile'd) feeding `torch._scaled_mm` (cuBLAS fp8) for the forward and both
+  backward products, each operand quantised along its product's reduction dimension as ours are,
+  with the same formats (e4m3 operands, GRAD_FP8_DTYPE gradients); blockwise takes cuBLAS block
+  scaling where this torch build computes it (kernels.gemm_fp8.reference_kind says), else a
+  dequantised bf16 matmul;
+- grouped GEMM: `torch._grouped_mm` (CUTLASS) where it runs (bf16 on sm90), with torch's own
+  autograd; elsewhere (the CPU smoke runs) one matmul per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kernels import gemm_fp8, grouped_gemm, quant
+
+Quantise = Callable[[torch.Tensor, str, torch.dtype], tuple[torch.Tensor, torch.Tensor]]
+
+
+# One quantiser per compile backend, made once: torch.compile'd functions keep their compiled code.
+_QUANTISERS: dict[str | None, Quantise] = {None: quant._quantize_torch}
+
+
+def reference_quantiser(compile_backend: str | None) -> Quantise:
+    """kernels.quant's torch reference quantiser: eager (None), or compiled by torch.compile with
+    `compile_backend` (Inductor fuses its dozen elementwise and reduction steps into a kernel or two)."""
+    if compile_backend not in _QUANTISERS:
+        _QUANTISERS[compile_backend] = torch.compile(
+            quant._quantize_torch, backend=compile_backend, dynamic=False
+        )
+    return _QUANTISERS[compile_backend]
+
+
+class ScaledMMLinear(torch.autograd.Function):
+    """out = a @ b.T in fp8 through torch._scaled_mm: the forward quantises a (activation kind)
+    and b (weight kind); the backward quantises dOut, b.T, dOut.T and a.T afresh for dA and dB.
+    The quantiser is `reference_quantiser(compile_backend)`."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+    ) -> torch.Tensor:
+        quantise = reference_quantiser(compile_backend)
+        x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
+        qa, sa = quantise(a, x_kind, gemm_fp8.OPERAND_FP8_DTYPE)
+        qb, sb = quantise(b, w_kind, gemm_fp8.OPERAND_FP8_DTYPE)
+        ctx.save_for_backward(a, b)
+        ctx.granularity, ctx.compile_backend = granularity, compile_backend
+        return gemm_fp8._matmul_torch(qa, sa, qb, sb, granularity, w_kind, torch.bfloat16)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        a, b = ctx.saved_tensors
+        granularity, quantise = ctx.granularity, reference_quantiser(ctx.compile_backend)
+        x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
+        grad_dtype, operand_dtype = gemm_fp8.GRAD_FP8_DTYPE[granularity], gemm_fp8.OPERAND_FP8_DTYPE
+        qg, sg = quantise(grad_out, x_kind, grad_dtype)
+        q_bt, s_bt = quantise(b.t(), w_kind, operand_dtype)
+        grad_a = gemm_fp8._matmul_torch(qg, sg, q_bt, s_bt, granularity, w_kind, a.dtype)
+        qg_t, sg_t = quantise(grad_out.t(), x_kind, grad_dtype)
+        q_at, s_at = quantise(a.t(), x_kind, operand_dtype)
+        grad_b = gemm_fp8._matmul_torch(qg_t, sg_t, q_at, s_at, granularity, x_kind, b.dtype)
+        return grad_a, grad_b, None, None
+
+
+def scaled_mm_linear(
+    a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> torch.Tensor:
+    out: torch.Tensor = ScaledMMLinear.apply(a, b, granularity, compile_backend)
+    return out
+
+
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:
+    """Rows of group g of a times b[g].T (b: G x N x K)."""
+    if grouped_gemm._torch_grouped_mm_usable(a, b):
+        ends = torch.cumsum(group_sizes, 0, dtype=torch.int32)
+        out: torch.Tensor = torch._grouped_mm(a, b.transpose(1, 2), offs=ends)
+        return out
+    chunks = a.split(group_sizes.tolist())
+    return torch.cat([chunk @ b[g].T for g, chunk in enumerate(chunks)])

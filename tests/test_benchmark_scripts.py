@@ -1,0 +1,68 @@
+"""benchmarks/train_step.py and benchmarks/host_cost.py run end to end in their --smoke modes (CPU,
+Triton's interpreter, tiny sizes): every size, provider and mode of the training step, every op of
+the host-cost table, eager and compiled, with the report's header (device, versions, date,
+command). The GPU figures themselves are BENCHMARKS.md's, each with its command."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = r"[0-9][0-9,]*\.?[0-9]*"
+
+
+def _run(script: str) -> str:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke"],
+        capture_output=True,
+        text=True,
+        env={**env, "TRITON_INTERPRET": "1"},
+        cwd=ROOT,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _header_is_complete(report: str, script: str) -> None:
+    assert re.search(r"torch \S+, triton \S+", report)
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", report)
+    assert re.search(rf"command: \S*python\S* \S*benchmarks/{script} --smoke", report)
+
+
+def test_train_step_smoke_runs_every_case() -> None:
+    report = _run("train_step.py")
+    _header_is_complete(report, "train_step.py")
+    rows = {
+        (size, provider, mode)
+        for size, provider, mode in re.findall(
+            rf"^(\S+)\s+(bf16|fp8-\w+)\s+(eager|compiled)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+\S+$",
+            report,
+            re.MULTILINE,
+        )
+    }
+    dense = {(size, provider, mode) for size in ("llama3.1-8b", "1b")
+             for provider in ("bf16", "fp8-tensorwise", "fp8-rowwise", "fp8-blockwise")
+             for mode in ("eager", "compiled")}  # fmt: skip
+    assert rows == dense | {("mixtral", "bf16", "eager"), ("mixtral", "bf16", "compiled")}
+    assert re.search(r"mixtral rows per expert \(top-2 of \d+ tokens\): \[[\d, ]+\]", report)
+
+
+def test_host_cost_smoke_runs_every_op() -> None:
+    report = _run("host_cost.py")
+    _header_is_complete(report, "host_cost.py")
+    rows = re.findall(
+        rf"^(\S+)\s+(forward|forward\+backward)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}",
+        report,
+        re.MULTILINE,
+    )
+    ops = ["gemm", "gemm_fp8-tensorwise", "gemm_fp8-rowwise", "gemm_fp8-blockwise", "grouped_gemm"]
+    expected = {(op, direction) for op in ops for direction in ("forward", "forward+backward")}
+    expected |= {(f"quantize_fp8-{g}", "forward") for g in ("tensorwise", "rowwise", "blockwise")}
+    assert set(rows) == expected

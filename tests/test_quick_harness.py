@@ -745,4 +745,4 @@ def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> 
     assert (forward["calls"], forward["unit"], forward["work"]) == (4, "flop", 2.0 * 64 * 48 * 32)
     assert forward["host_ms_per_call"] > 0 and forward["gpu_ms_per_call"] > 0
     assert forward["kernels"] and sum(kernel["share"] for kernel in forward["kernels"]) == pytest.approx(1.0)
-    assert forward["kernels"][0]["name"] == "aten::linear"  # the torch backend is F.linear
+    assert forward["kernels"][0]["launches"] >= 4  # a top-level operation of each of the 4 calls

@@ -42,7 +42,7 @@ from gitcampaign.harness.ops import op_names  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
 
 # The configs the persistent TMA kernels' tuners picked on the H200 for the Llama-3.1-8B / Mixtral
-# shapes (benchmarks/dev/*_dev.py, 2026-11-29/30): both measures time this one kernel.
+# shapes (benchmarks/dev/*_dev.py): both measures time this one kernel.
 PINNED = {
     "KERNELS_GEMM_CONFIG": "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,EPILOGUE_SUBTILE=1,num_warps=8,num_stages=3",
     "KERNELS_GROUPED_GEMM_CONFIG": (

@@ -3,7 +3,10 @@
 #   bash benchmarks/h200_session.sh STAGE OUTDIR
 # Stages: a (GPU tests with pinned configs; bf16 GEMM full benchmark on Llama-3.1 8B and 70B),
 # b (fp8 GEMM each scaling, grouped GEMM, fp8 quantisation), spread (quick-harness run-to-run spread;
-# benchmarks/gate_session.sh measures it with the back-to-back harness, and the A/A floor).
+# benchmarks/gate_session.sh measures it with the back-to-back harness, and the A/A floor),
+# training (custom ops, CUDA graphs and compile on the GPU; host cost per call; a training step),
+# analyze (the machine's ceilings, then `git campaign analyze` with Nsight Compute on a bf16 GEMM
+# and a blockwise fp8 GEMM campaign, in a scratch clone).
 set -uo pipefail
 stage=$1
 out=${2:-out}
@@ -54,6 +57,34 @@ spread)
     pinned timeout 100 python3 campaigns/spread/quick_test_bench.py --summary-csv "$out/spread$i.csv" --shapes-file "$out/spread-shapes.yaml" 2>&1 | tail -1
   done
   rm -rf campaigns/spread
+  ;;
+training)
+  versions
+  log "custom ops, CUDA graphs, compile (GPU tests)"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/kernels/test_compile_and_graphs_gpu.py \
+    tests/kernels/test_custom_ops.py -k "not inductor" 2>&1 | tail -4
+  log "host cost per call"
+  timeout 110 python3 benchmarks/host_cost.py --repeats 3 2>&1 | tee "$out/host_cost.txt" | tail -20
+  log "training step"
+  timeout 150 python3 benchmarks/train_step.py --sizes "${STEP_SIZES:-llama3.1-8b}" --modes eager \
+    --providers bf16,fp8-tensorwise 2>&1 | tee "$out/train_step.txt" | tail -20
+  ;;
+analyze)
+  versions
+  work=$(mktemp -d)/repo
+  cp -r . "$work" && cd "$work" && git init -q -b main && git add -A && git commit -qm scratch
+  git config user.name analyze && git config user.email analyze@gitcampaign.invalid
+  printf -- "- {label: qkv, M: 8192, N: 6144, K: 4096}\n- {label: gate_up, M: 8192, N: 28672, K: 4096}\n" > shapes.yaml
+  git add shapes.yaml && git commit -qm shapes
+  for op in ${ANALYZE_OPS:-gemm gemm_fp8_blockwise}; do
+    log "analyze $op"
+    git checkout -q main
+    python3 -m gitcampaign init "a-$op" --op "$op" --shapes shapes.yaml --metric step --target efficiency=0.9
+    python3 -m gitcampaign -c "a-$op" prepare --no-hooks >/dev/null
+    [ -s "$out/peaks.json" ] || timeout 90 python3 -m gitcampaign -c "a-$op" calibrate --peaks --json > "$out/peaks.json"
+    timeout 150 python3 -m gitcampaign -c "a-$op" analyze --ncu --json > "$out/analyze-$op.json"
+    python3 -m gitcampaign -c "a-$op" show 1 2>&1 | tail -30 || true
+  done
   ;;
 *) echo "unknown stage $stage"; exit 3 ;;
 esac

@@ -5,7 +5,7 @@
 # A scratch git repository gets the example, then `git campaign` init -> prepare -> baseline -> two
 # rounds -> report, on shapes-gpu.yaml with Backward GB/s as the primary metric:
 #   round 2  the backward walks 16 row tiles a program: its fp32 dweight partials shrink 16x
-#   round 3  8 warps a program instead of 4: half the registers a thread holds, more loads in flight
+#   round 3  as many tiles a program as keep two programs an SM (at most 16), chosen from M
 # then `benchmarks/full_bench.py --op-spec` on the final kernel: ours and torch's, GB/s, one process.
 # OUTDIR gets: versions.txt, campaign.log, REPORT.md, verdicts.yaml, full.csv and full.txt.
 set -euo pipefail
@@ -49,7 +49,7 @@ text = source.read_text()
 assert text.count(sys.argv[1]) == 1, f"rmsnorm.py does not hold {sys.argv[1]!r}"
 source.write_text(text.replace(sys.argv[1], sys.argv[2]))
 PY
-  git commit -q -am "$1" -m "Hypothesis: $1" -m "Change: rmsnorm.py ($2 -> $3)"
+  git commit -q -am "$1" -m "Hypothesis: $1" -m "Change: rmsnorm.py"
   campaign validate || true
 }
 
@@ -63,8 +63,10 @@ PY
   campaign baseline
   round "16 row tiles a backward program: the fp32 dweight partials shrink 16x" \
     "BWD_TILES_PER_PROGRAM = 1 " "BWD_TILES_PER_PROGRAM = 16 "
-  round "8 warps a program: half the registers a thread holds, more loads in flight" \
-    "NUM_WARPS = 4 " "NUM_WARPS = 8 "
+  round "tiles a program chosen from M, two programs an SM: the partials shrink, every SM busy" \
+    "    return BWD_TILES_PER_PROGRAM" \
+    "    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == 'cuda' else 1
+    return max(1, min(16, m // (2 * sms * ROWS_PER_PROGRAM)))"
   log "report"
   campaign report --force || true
   log "lineage"

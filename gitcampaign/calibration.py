@@ -28,8 +28,8 @@ SHAPE_LIMIT = 0.03
 RATIO_LIMIT = 0.01
 # Two measures that hold one backend's SM clock this much further apart than the other's: a ratio
 # gap is then the loops' power (what each does besides the op moves a power-limited clock) as much
-# as their timing (H200, 2026-11-30: our fp8 forwards at the 700 W limit, 15-30 MHz apart between
-# the loops, the vendor's at 1980 MHz in both).
+# as their timing (on the H200, an op at its power limit ran 15-30 MHz apart between the loops while
+# the vendor's ran at 1980 MHz in both: docs/benchmarks/ holds the runs).
 CLOCK_GAP = 0.005
 ROLES = ("ours", "vendor")  # how crosscheck's records name the two backends
 MEASURES = ("harness", "back_to_back")
@@ -129,8 +129,8 @@ class CalibrationRow:
     def rounds_note(self) -> str:
         """Where only the ratio disagrees, and the rounds' own deviations reach back within the limit
         (ratio_deviation_interval), so that more rounds can tell; empty otherwise. With a spread of
-        ~2% over the rounds, the median of 4 can sit a whole RATIO_LIMIT away (H200, 2026-12-01: the
-        blockwise forward +1.14% at 4 rounds, +0.69% at 8)."""
+        ~2% over the rounds, the median of 4 can sit a whole RATIO_LIMIT away, and 8 bring it back
+        inside (docs/benchmarks/ has such a run)."""
         if self.agrees() or not max(abs(self.ours_deviation), abs(self.vendor_deviation)) <= SHAPE_LIMIT:
             return ""
         low, high = self.ratio_deviation_interval

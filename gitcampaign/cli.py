@@ -396,21 +396,10 @@ def baseline(
 
     progress = Progress.for_cli(as_json)
     result = run(_repo(ctx), _campaign(ctx), pairs, gpus=gpus, executor=executor, progress=progress)
-    rows = [
-        [
-            row.label,
-            row.check,
-            *(
-                f"{v:.4g}"
-                for k, v in row.values.items()
-                if k in ("Forward TFLOPS", "Backward TFLOPS", "Forward GB/s")
-            ),
-        ]
-        for row in result.full.rows
-    ]
+    rows = [[row.label, row.check, f"{row.metric(result.metric):.4g}"] for row in result.full.rows]
     text = "\n".join(
         [
-            tabulate(rows, headers=["shape", "check", "metrics"]),
+            tabulate(rows, headers=["shape", "check", result.metric]),
             f"baseline aggregate: {result.aggregate:.6g}",
             f"representative shapes: {', '.join(result.representative)}",
             f"noise floor (A/A): {100 * result.noise.aggregate:.2f}%",

@@ -17,7 +17,7 @@ with both measures for both backends, back to back:
    (back_to_back_ms says why).
 Why rounds: under its power limit the H200's SM clock hunts (1300-1600 MHz), and a compute-bound
 kernel follows it. Timed in separate processes, each backend got its own clock, and the our/vendor
-ratios of the two measures differed by 2.7-6% (2026-11-29). Within a round a measure's two windows
+ratios of the two measures differed by several percent. Within a round a measure's two windows
 (ours, the vendor's) are seconds apart, not a process apart; rounds alternate which backend goes
 first (ABBA), so that a clock drifting through the rounds favours each side equally.
 gitcampaign.calibration takes medians over the rounds, and the spread of the rounds' ratios shows
@@ -103,8 +103,8 @@ def clear_bytes(launch_s: float, call_s: float) -> int:
     twice as long as its launch takes the host (the host runs ahead, the queue hides the launch);
     otherwise long enough to outlast the launch, at most MAX_FLUSH_BYTES. A long memset between
     calls lowers the duty cycle, and with it the power draw, and raises the clock (a clear sized
-    from the slowest of 3 backward launches ran the calls at 1980 MHz where the harness ran them at
-    1485, H200, 2026-11-29)."""
+    from the slowest of a few backward launches ran the calls at boost clock where the harness ran
+    them a quarter lower)."""
     uncovered_s = launch_s if call_s < 2 * launch_s else 0.0
     return min(MAX_FLUSH_BYTES, max(FLUSH_BYTES, int(2 * uncovered_s * HBM_WRITE_BYTES_PER_S)))
 
@@ -121,11 +121,11 @@ def back_to_back_ms(
     the host cannot run ahead of the GPU, and the memset is made long enough to outlast the launch,
     so that the GPU is still busy when the host records the start event and launches the op.
     do_bench's fixed 256 MB clear (~0.1 ms) does not cover a launch-heavy op of a few tens of
-    microseconds: its interval then includes the launch (0.077 ms against 0.028 ms for an fp8
-    quantisation of 8192x4096, H200, 2026-11-29). Where the host does run ahead, the queue hides the
-    launch and the clear stays at 256 MB: a longer one lowers the GPU's duty cycle and raises its
-    clock (sized from the launch alone, it read the fp8 GEMMs up to 2.3% faster than the gate, H200,
-    2026-11-30). `clear="read"` (an experiment) reads the buffer
+    microseconds: its interval then includes the launch (for an fp8 quantisation of 8192x4096, more
+    than twice the GPU's time). Where the host does run ahead, the queue hides the launch and the
+    clear stays at 256 MB: a longer one lowers the GPU's duty cycle and raises its clock (sized from
+    the launch alone, it read the fp8 GEMMs a few percent faster than the gate). `clear="read"` (an
+    experiment) reads the buffer
     instead of writing it, leaving L2 with clean lines."""
     import time
 
@@ -190,8 +190,8 @@ def independent(
     """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn, or
     with `fresh` on inputs drawn before every call. Each timed backward follows a forward of its own, run outside the
     interval, as in the harness: the same GEMM work between the timed calls, so the same duty cycle
-    (a graph kept and run again put none, and read the backward 1-2% faster than the gate at a
-    higher clock, H200, 2026-11-30). Other than the defaults, experiments:
+    (a graph kept and run again put none, and read the backward faster than the gate at a higher
+    clock). Other than the defaults, experiments:
     benchmarks/dev/agreement_dev.py."""
     import torch
 

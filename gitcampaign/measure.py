@@ -138,8 +138,8 @@ def bytecode_env(worktree: Path) -> dict[str, str]:
     """Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE) and the installed
     torch has none (an image with read-only packages installed without it), the tool's children
     write theirs to the repository's `campaign/python-cache`: otherwise every harness, probe and
-    test process compiles torch's and triton's sources again (a harness process of two shapes: 23 s,
-    14.6-15.1 s with such a cache; H200 image, 2026-11-30). Python checks a cached module against its source's size and time, as
+    test process compiles torch's and triton's sources again (a third of a short harness process's
+    time on the GPU machine's image). Python checks a cached module against its source's size and time, as
     in `__pycache__`; the scripts run as `python FILE` (the harness, the probe) are compiled from
     source each time. Elsewhere the environment is left as it is: a prefix would make Python pass
     over the bytecode the packages already have."""
@@ -289,7 +289,7 @@ class Launch:
 class InTurn:
     """`runs`, one at a time in their order. While one runs, the next starts where it is a Python
     script (gated_argv): it makes its interpreter and imports torch, then waits at the gate, so its
-    start-up (about 2 s of a harness process's 20 on the H200 machine, 2026-12-01) overlaps the run
+    start-up (about a tenth of a harness process on the GPU machine) overlaps the run
     before it instead of following it, without touching the GPU. A run still waiting when the turns
     end (an error, an early stop) is stopped."""
 

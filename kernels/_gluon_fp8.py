@@ -74,7 +74,7 @@ operand and K = 8192 tokens, against a 4096 x 4096 x 8192 product of 275 GFLOP),
 launches' time.
 
 Resources (benchmarks/dev/sass_dev.py --kernel gluon_fp8 [--const Y_GROUP_N=1], triton 3.6.0,
-its ptxas for sm_90a, 2026-12-01; `REGISTERS`): at launch 128 registers a thread for 16 warps (three
+its ptxas for sm_90a; `REGISTERS`): at launch 128 registers a thread for 16 warps (three
 consumers) or 168 for 12 (two), which Triton's lowering trades by setmaxnreg into 160 (three) or 240
 (two) a consumer thread and 24 for the producer's; 0 bytes spilled for every shipped tile and out
 dtype. Each consumer's loop reads ``MMAx4 | WAIT 0x0 | Fx64`` (192 x 128: one FFMA an accumulator
@@ -92,21 +92,8 @@ ptxas spill 28 bytes. Triton's shared-memory barrier analysis adds a partition-l
 before each `full` wait (consecutive waits on one barrier array with a dynamic index); the four
 warps of a consumer are in step there anyway.
 
-Measured (H200, `benchmarks/dev/fp8_dev.py`, do_bench, cuBLAS block scaling through F.scaled_mm in
-the same process, vendor ms / ours ms on the Llama-3.1-8B products, 2026-11-30): forward 0.86-1.04
-and dA 0.87-0.93 (the Triton kernel: 0.72-0.86 and 0.68-0.75), about 1000 TFLOP/s; dB, with
-per-column scales gathered from global memory (Fx128 promotions), 0.52-0.60 against the Triton
-kernel's 0.65-0.67, so round 3 sent only the products with 128x128 weight blocks here. Campaign
-fp8-blockwise-3, round 3 (that split): the blockwise step +10.2%. Round 4, dB with its scales by
-TMA (the path above): dB 0.87-0.93 of cuBLAS (~800 TFLOP/s), the blockwise step +13.2% more
-(2026-12-01).
-The tiles (`fp8_dev.py --granularities blockwise --sections 2g`, 2026-12-01, the four layers'
-forward, dA and dB, vendor ms / ours ms, every tile checked against 128 x 128 at >= 50 dB):
-128 x 128 forward 0.85-0.94, dA 0.77-0.95, dB 0.90-0.96; 192 x 128 forward 0.94-0.95, dA 0.89-1.03
-(dB 0.77-0.90, spilling); 128 x 256 dB 1.00-1.07 (at 232 registers a consumer, spilling 68 bytes:
-0.93-1.05; forward and dA 0.52-0.59, spilling 420). The layers' three products at the shipped tiles
-against 128 x 128: qkv 1.305 -> 1.231 ms, o 0.893 -> 0.826, gate_up 6.463 -> 5.807, down 3.158 ->
-2.901.
+Measured against cuBLAS's block-scaled product (`F.scaled_mm`) on the Llama-3.1-8B products, tile
+by tile: docs/benchmarks/2026-12-01-gluon-fp8-kernel-notes.md; the current figures: BENCHMARKS.md.
 
 Rejected:
 - keeping one wgmma in flight within a consumer while promoting the previous product

@@ -76,6 +76,11 @@ def _rmsnorm_bwd(
     tl.store(DW_PARTIAL + pid.to(tl.int64) * N + cols, dw, mask=col_mask)
 
 
+def _bwd_tiles(m: int, device: torch.device) -> int:
+    """Row tiles one backward program walks (its dweight partial sums over all of them)."""
+    return BWD_TILES_PER_PROGRAM
+
+
 def _check(x: torch.Tensor, weight: torch.Tensor) -> None:
     if x.dim() != 2 or weight.dim() != 1 or weight.shape[0] != x.shape[1]:
         raise ValueError(
@@ -116,7 +121,8 @@ class _RMSNorm(torch.autograd.Function):
         x, weight, rstd = ctx.saved_tensors
         dy = dy.contiguous()
         m, n = x.shape
-        programs = triton.cdiv(m, ROWS_PER_PROGRAM * BWD_TILES_PER_PROGRAM)
+        tiles = _bwd_tiles(m, x.device)
+        programs = triton.cdiv(m, ROWS_PER_PROGRAM * tiles)
         dx = torch.empty_like(x)
         dw_partial = torch.empty(programs, n, dtype=torch.float32, device=x.device)
         _rmsnorm_bwd[(programs,)](
@@ -133,7 +139,7 @@ class _RMSNorm(torch.autograd.Function):
             dx.stride(0),
             BLOCK_M=ROWS_PER_PROGRAM,
             BLOCK_N=triton.next_power_of_2(n),
-            TILES=BWD_TILES_PER_PROGRAM,
+            TILES=tiles,
             num_warps=NUM_WARPS,
         )
         return dx, dw_partial.sum(0).to(weight.dtype), None

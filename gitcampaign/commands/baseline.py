@@ -38,6 +38,7 @@ class BaselineResult:
     representative: list[str]
     noise: NoiseFloor
     aggregate: float
+    metric: str = ""  # the primary metric the aggregate is of
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -241,4 +242,4 @@ def _record(
             C.NOTES_VERDICT: verdict.render(verdict.VerdictDoc.of(document)),
         },
     )
-    return BaselineResult(commit, full, representative, noise, value)
+    return BaselineResult(commit, full, representative, noise, value, manifest.primary_metric)

@@ -165,10 +165,9 @@ PYTEST_CONFIGS = (
 )
 
 
-# On a GPU a round's tests compile its kernels cold, one core a process: on a 16-core H200 machine
-# 8 processes took the grouped GEMM's tests from 40 s to 22 s and every kernel test from 180 s to
-# 48 s; 16 took the fp8 GEMM's from 40.7 s to 36.6 s in pytest (cold Triton cache, 2026-12-01).
-# Bounded: a node of 128 cores would otherwise start a CUDA context a core on one GPU.
+# On a GPU a round's tests compile its kernels cold, one core a process: spread over the cores they
+# take a quarter of the time (docs/compiled-kernels.md). Bounded: a node of 128 cores would
+# otherwise start a CUDA context a core on one GPU.
 MAX_TEST_PROCESSES = 16
 
 

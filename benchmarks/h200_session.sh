@@ -86,5 +86,11 @@ analyze)
     python3 -m gitcampaign -c "a-$op" show 1 2>&1 | tail -30 || true
   done
   ;;
+spec-bench)
+  versions
+  log "the RMSNorm example's kernel beside torch's rms_norm (one process)"
+  timeout 100 python3 benchmarks/full_bench.py --op-spec examples/rmsnorm/rmsnorm_spec.py --root examples/rmsnorm \
+    --shapes examples/rmsnorm/shapes-gpu.yaml --csv "$out/rmsnorm-full.csv" 2>&1 | tail -8
+  ;;
 *) echo "unknown stage $stage"; exit 3 ;;
 esac

@@ -42,7 +42,10 @@ def check_hypothesis(hypothesis: str) -> None:
         )
     undecodable = not_utf8(hypothesis)  # Python keeps a byte that is not UTF-8 as a lone surrogate
     if undecodable:
-        raise CampaignError(f"the hypothesis is not UTF-8 ({undecodable}); no round was opened", NOT_UTF8_HINT)
+        raise CampaignError(
+            f"the hypothesis is not UTF-8 ({undecodable}); no round was opened",
+            f"{NOT_UTF8_HINT}; then {hint}",
+        )
     for character in hypothesis:
         kind = unicodedata.category(character)
         if (kind == "Cc" and character not in "\t\n") or character in BIDI_CONTROLS:

@@ -24,7 +24,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("process", ["process"]),
     ("git", ["git"]),
-    ("repository", ["envinfo", "verdict", "campaign", "protected", "hook_install", "sync", "gates", "trust"]),
+    (
+        "repository",
+        ["envinfo", "verdict", "campaign", "protected", "hook_install", "sync", "gates", "trust", "heat"],
+    ),
     ("evidence", ["roofline", "ncu", "profile"]),
     ("views", ["lineage", "plot", "html_report", "next_step"]),
     ("measurement", ["measure", "executor", "steps", "kept_sessions", "transfer"]),

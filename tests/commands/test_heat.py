@@ -48,11 +48,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def heat_round(
-    root: Path, hypothesis: str, speed: float, edge_cases_ok: bool = True, copy: int | None = None
+    root: Path,
+    hypothesis: str,
+    speed: float,
+    edge_cases_ok: bool = True,
+    copy: int | None = None,
+    correct: bool = True,
 ) -> str:
     """Open a round in the heat, make its one change, commit it; its commit."""
     open_round(root, None, hypothesis, heat=True)
-    set_kernel(root, speed, edge_cases_ok=edge_cases_ok)
+    set_kernel(root, speed, correct=correct, edge_cases_ok=edge_cases_ok)
     if copy is not None:  # the incumbent's kernel, one comment apart: an A/A copy
         (root / "kernel.py").write_text(
             KERNEL.format(speed=speed, correct=True, edge_cases_ok=True) + f"# copy {copy}\n"
@@ -145,15 +150,20 @@ def test_heat_of_aa_copies_accepts_none(project: Path, monkeypatch: pytest.Monke
 
 
 def test_a_candidate_failing_its_tests_is_rejected_before_anything_is_measured(project: Path) -> None:
+    """Its tests fail: REJECT tests_failed, never measured; the rest are decided among themselves
+    (one whose harness Check fails is rejected by the screen, whatever its speed)."""
     faster = heat_round(project, "bigger tiles", 110)
     broken = heat_round(project, "tiles that miss the K tail", 130, edge_cases_ok=False)
     fastest = heat_round(project, "much bigger tiles", 120)
+    wrong = heat_round(project, "tiles that drop a row", 140, correct=False)
     result = validate_heat(project, None)
     by_round = {entry.round: entry for entry in result.rounds}
     assert by_round[3].reasons == [C.REASON_TESTS_FAILED]
+    assert by_round[5].reasons == [C.REASON_CHECK_FAILED] and by_round[5].shapes["s-large"]["check"] == "FAIL"
     assert (result.accepted, main_sha(project)) == (4, fastest)
     assert by_round[2].reasons == [C.REASON_OUTRUN]
     assert set(result.screen) == {2, 4}  # the broken candidate never ran in the screen
+    assert g.read_note(g.open_repo(project), C.NOTES_BENCH, wrong) is not None  # the failing CSV, kept
     repo = g.open_repo(project)
     assert g.read_note(repo, C.NOTES_BENCH, broken) is None
     doc = standing(project, broken)

@@ -48,6 +48,8 @@ def _emit(text: str, data: Any, as_json: bool) -> None:
 
 
 def status_text(result: StatusResult) -> str:
+    from gitcampaign.cost import DeviceTotal
+    from gitcampaign.heat import listing
     from gitcampaign.sync import describe_standing
 
     lines = [f"campaign {result.campaign}: {result.op} ({result.backend}), {result.metric}"]
@@ -71,13 +73,9 @@ def status_text(result: StatusResult) -> str:
     else:
         lines.append("profile of the accepted head: none (`git campaign analyze`)")
     if result.heat:
-        from gitcampaign.heat import listing
-
         lines.append(
             f"open heat: {listing(result.heat)} (`git campaign validate --heat` decides them together)"
         )
-    from gitcampaign.cost import DeviceTotal
-
     lines.append(DeviceTotal(result.device_seconds, result.measurements).text())
     lines += [f"unfinished: {line}" for line in result.unfinished]
     lines.append(f"next: {result.next}")
@@ -603,7 +601,7 @@ def validate(
 
 def _heat_text(result: Any) -> str:
     """Each candidate's decision (the accepted one's with its table), then what the heat did."""
-    from gitcampaign.cost import DeviceTotal
+    from gitcampaign.cost import duration
 
     parts = []
     for entry in result.rounds:
@@ -620,8 +618,7 @@ def _heat_text(result: Any) -> str:
         if result.confirmed not in (None, result.accepted)
         else ""
     )
-    spent = DeviceTotal(result.device_seconds, 1).text().replace(" over 1 measurement", "")
-    parts.append(f"heat: {accepted}{confirmed}; {spent}")
+    parts.append(f"heat: {accepted}{confirmed}; device time {duration(result.device_seconds)}")
     return "\n".join(parts)
 
 

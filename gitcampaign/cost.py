@@ -39,10 +39,15 @@ class DeviceTotal:
     def text(self) -> str:
         if not self.measurements:
             return "device time: none recorded yet"
-        minutes, seconds = divmod(round(self.seconds), 60)
-        hours, minutes = divmod(minutes, 60)
-        shown = f"{hours}h {minutes:02d}m {seconds:02d}s" if hours else f"{minutes}m {seconds:02d}s"
-        return f"device time: {shown} over {self.measurements} measurement{'s' * (self.measurements != 1)}"
+        plural = "s" * (self.measurements != 1)
+        return f"device time: {duration(self.seconds)} over {self.measurements} measurement{plural}"
+
+
+def duration(seconds: float) -> str:
+    """`1h 02m 03s`, `2m 03s`."""
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {rest:02d}s" if hours else f"{minutes}m {rest:02d}s"
 
 
 def total(campaign: Campaign) -> DeviceTotal:

@@ -359,7 +359,6 @@ class _Measurement:
         """The best contender measured afresh against the incumbent, decided on that alone."""
         self.confirmed = best.number
         screened = best.result.ratio
-        best.result.notes = []
         confirming = {INCUMBENT: trees[INCUMBENT], CANDIDATE: trees[role(best.number)]}
         commits = {INCUMBENT: self.incumbent, CANDIDATE: best.commit}
         self.csv[best.number] = sessions(

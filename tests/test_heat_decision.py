@@ -57,14 +57,20 @@ def screened(
         incumbent = {label: value * (1 + rng.gauss(0, noise)) for label, value in BASE.items()}
         for number, gains in enumerate(candidates):
             candidate = {
-                label: value * gains.get(label, 1.0) * (1 + rng.gauss(0, noise)) for label, value in BASE.items()
+                label: value * gains.get(label, 1.0) * (1 + rng.gauss(0, noise))
+                for label, value in BASE.items()
             }
             found[number].append(PairSample(incumbent, candidate, session))
     return found
 
 
 def heat(
-    rng: random.Random, candidates: list[dict[str, float]], noise: float, pairs: int, rules: Rules, sweeps: int = 1
+    rng: random.Random,
+    candidates: list[dict[str, float]],
+    noise: float,
+    pairs: int,
+    rules: Rules,
+    sweeps: int = 1,
 ) -> int | None:
     """validate --heat: the screen, then the best contender confirmed afresh; the accepted candidate."""
     samples = screened(rng, candidates, noise, sweeps)

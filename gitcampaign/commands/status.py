@@ -35,9 +35,7 @@ class StatusResult:
     unfinished: list[str]  # what a killed command left (`git.unfinished`), for `recover` to finish
     profile: list[str] = field(default_factory=list)  # the latest `analyze` verdicts of the accepted head
     heat: list[int] = field(default_factory=list)  # the open heat's rounds (`validate --heat` decides them)
-    device_seconds: float = (
-        0.0  # what the campaign's measurements cost, from their verdicts (gitcampaign.cost)
-    )
+    device_seconds: float = 0.0  # what its measurements cost, from their verdicts (gitcampaign.cost)
     measurements: int = 0  # the verdicts that recorded their device time
 
     def to_json(self) -> dict[str, Any]:

@@ -133,12 +133,13 @@ def measurement_seconds(phases: dict[str, float]) -> float:
     )
 
 
-def figures(done: subprocess.CompletedProcess[str], wall: float, device: float | None) -> dict[str, Any]:
+def figures(done: subprocess.CompletedProcess[str], wall: float) -> dict[str, Any]:
+    """A validation's figures from its `--json` output: its wall, device and measurement seconds."""
     result = json.loads(done.stdout)
     phases = result.get("phase_seconds", {})
     return {
         "wall_s": round(wall, 1),
-        "device_s": device,
+        "device_s": result["device_seconds"],
         "measurement_s": measurement_seconds(phases),
         "phases": phases,
         "result": result,
@@ -195,14 +196,22 @@ def main() -> int:
         session.campaign("prepare")
     _, baseline_s = session.campaign("baseline")
 
-    base = session.git("rev-parse", f"campaign/{name}/main")
+    summary: dict[str, Any] = {
+        "gpu": gpu or None,
+        "versions": versions.strip(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(["python3", "benchmarks/heat_cost.py", *sys.argv[1:]]),
+        "candidates": len(plan["candidates"]),
+        "base": session.git("rev-parse", f"campaign/{name}/main"),
+        "baseline_wall_s": round(baseline_s, 1),
+    }
     for edit in plan["candidates"]:
         session.campaign("round", "--heat", "-m", edit["hypothesis"])
         session.commit_edit(edit)
     session.git("checkout", "-q", f"campaign/{name}/main")
     heat_run, heat_s = session.campaign("validate", "--heat", "--json")
-    heat = figures(heat_run, heat_s, None)
-    heat["device_s"] = heat["result"]["device_seconds"]
+    heat = summary["heat"] = figures(heat_run, heat_s)
+    (out / "heat_cost.json").write_text(json.dumps(summary, indent=2))  # kept should the rest not finish
     accepted = heat["result"]["accepted"]
 
     # One candidate alone, on the head the heat left: a loser's change made again (each pin is one
@@ -216,46 +225,35 @@ def main() -> int:
     session.campaign("round", "-m", single_edit["hypothesis"])
     session.commit_edit(single_edit)
     single_run, single_s = session.campaign("validate", "--json")
-    single = figures(single_run, single_s, None)
-    single["device_s"] = single["result"]["device_seconds"]
-
-    summary = {
-        "gpu": gpu or None,
-        "versions": versions.strip(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join(["python3", "benchmarks/heat_cost.py", *sys.argv[1:]]),
-        "candidates": len(plan["candidates"]),
-        "base": base,
-        "baseline_wall_s": round(baseline_s, 1),
-        "heat": heat,
-        "single": {**single, "round": single["result"]["round"], "hypothesis": single_edit["hypothesis"]},
-        "ratios": {key: ratio(heat[key], single[key]) for key in ("wall_s", "device_s", "measurement_s")},
+    single = figures(single_run, single_s)
+    summary["single"] = {
+        **single,
+        "round": single["result"]["round"],
+        "hypothesis": single_edit["hypothesis"],
+    }
+    summary["ratios"] = {
+        key: ratio(heat[key], single[key]) for key in ("wall_s", "device_s", "measurement_s")
     }
     (out / "heat_cost.json").write_text(json.dumps(summary, indent=2))
     session.campaign("export", name, str(out / "lineage.bundle"), "--self-contained")
     (out / "log.txt").write_text(session.campaign("log")[0].stdout)
     (out / "rejected.txt").write_text(session.campaign("log", "--rejected")[0].stdout)
     (out / "status.txt").write_text(session.campaign("status")[0].stdout)
-    commits = session.git("log", "--all", "--format=%H").split()
-    (out / "verdicts.yaml").write_text(
-        "".join(
-            session.run("git", "notes", "--ref", "refs/notes/campaign/verdict", "show", c, check=False)[
-                0
-            ].stdout
-            for c in commits
-        )
-    )
+    notes = [
+        session.run("git", "notes", "--ref", "refs/notes/campaign/verdict", "show", commit, check=False)[0]
+        for commit in session.git("log", "--all", "--format=%H").split()
+    ]
+    (out / "verdicts.yaml").write_text("".join(note.stdout for note in notes))
     decided = ", ".join(
         f"round {r['round']} {r['decision']} {'/'.join(r['reasons'])}".rstrip()
         for r in heat["result"]["rounds"]
     )
     print(f"heat of {len(plan['candidates'])} on {gpu or 'the CPU'}: {decided}")
     print(f"single validate (round {single['result']['round']}): {single['result']['decision']}")
-    print(f"{'':14}{'heat':>10}{'single':>10}{'heat/single':>13}")
+    print(f"{'':14}{'heat':>11}{'single':>11}{'heat/single':>11}")
     for key, label in (("wall_s", "wall s"), ("device_s", "device s"), ("measurement_s", "measurement s")):
-        print(
-            f"{label:14}{heat[key]:>10.1f}{single[key]:>10.1f}{summary['ratios'][key] or float('nan'):>13.3f}"
-        )
+        shown = [heat[key], single[key], summary["ratios"][key]]
+        print(f"{label:14}" + "".join(f"{'-' if v is None else format(v, '.3g'):>11}" for v in shown))
     print(f"written: {out}")
     return 0
 

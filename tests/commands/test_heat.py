@@ -351,3 +351,15 @@ def test_status_and_report_total_the_device_time_of_every_verdict(project: Path)
     assert "- Cost: device time: " in markdown and "over 4 measurements" in markdown
     after = status(project, None)
     assert after.measurements == 4 and after.device_seconds > before.device_seconds
+
+
+def test_next_run_validates_the_open_heat(project: Path) -> None:
+    from gitcampaign.loop import run_next
+
+    heat_round(project, "bigger tiles", 110)
+    heat_round(project, "much bigger tiles", 120)
+    performed = run_next(project, None, "the next idea")
+    (validated, opened) = [done.result for done in performed.performed]
+    assert validated.accepted == 3 and opened.number == 4 and opened.heat == []
+    shown = CliRunner().invoke(cli, ["-C", str(project), "next"])
+    assert "next: edit" in shown.output  # round 4 is open without its change

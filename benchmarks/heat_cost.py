@@ -250,10 +250,11 @@ def main() -> int:
     )
     print(f"heat of {len(plan['candidates'])} on {gpu or 'the CPU'}: {decided}")
     print(f"single validate (round {single['result']['round']}): {single['result']['decision']}")
-    print(f"{'':14}{'heat':>11}{'single':>11}{'heat/single':>11}")
+    print(f"{'':14}{'heat':>11}{'single':>11}{'heat/single':>13}")
     for key, label in (("wall_s", "wall s"), ("device_s", "device s"), ("measurement_s", "measurement s")):
         shown = [heat[key], single[key], summary["ratios"][key]]
-        print(f"{label:14}" + "".join(f"{'-' if v is None else format(v, '.3g'):>11}" for v in shown))
+        cells = ["-" if value is None else format(value, ".3g") for value in shown]
+        print(f"{label:14}{cells[0]:>11}{cells[1]:>11}{cells[2]:>13}")
     print(f"written: {out}")
     return 0
 

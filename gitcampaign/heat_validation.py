@@ -67,7 +67,7 @@ class HeatResult:
 
     @property
     def decision(self) -> str:
-        """ACCEPT when a candidate was accepted, as `validate --exit-code` reads it."""
+        """ACCEPT when a candidate was accepted (what `--exit-code` and the MCP progress read)."""
         return Decision.ACCEPT if self.accepted is not None else Decision.REJECT
 
     def to_json(self) -> dict[str, Any]:

@@ -256,6 +256,10 @@ class Campaign:
     def rejected_pins(self) -> dict[int, str]:
         return self._numbered(CampaignRef.rejected_prefix(self.name), RefKind.REJECTED)
 
+    def heat_refs(self) -> dict[int, str]:
+        """{N: the accepted head round N joined the heat on} (gitcampaign.heat reads them)."""
+        return self._numbered(CampaignRef.heat_prefix(self.name), RefKind.HEAT)
+
     def next_round_number(self) -> int:
         used = set(self.round_branches()) | set(self.rejected_pins())
         number = max(used, default=1) + 1

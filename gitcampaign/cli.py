@@ -49,6 +49,8 @@ def _emit(text: str, data: Any, as_json: bool) -> None:
 
 
 def status_text(result: StatusResult) -> str:
+    from gitcampaign.cost import DeviceTotal
+    from gitcampaign.heat import listing
     from gitcampaign.sync import describe_standing
 
     lines = [f"campaign {result.campaign}: {result.op} ({result.backend}), {result.metric}"]
@@ -71,6 +73,11 @@ def status_text(result: StatusResult) -> str:
         ]
     else:
         lines.append("profile of the accepted head: none (`git campaign analyze`)")
+    if result.heat:
+        lines.append(
+            f"open heat: {listing(result.heat)} (`git campaign validate --heat` decides them together)"
+        )
+    lines.append(DeviceTotal(result.device_seconds, result.measurements).text())
     lines += [f"unfinished: {line}" for line in result.unfinished]
     if result.damaged:
         lines.append(f"damaged: {result.damaged}")
@@ -419,20 +426,34 @@ def baseline(
     help="Open the round with commit REF on it (a candidate on another branch; its message's "
     "Hypothesis: line is the default -m).",
 )
+@click.option(
+    "--heat",
+    is_flag=True,
+    help="Open it in the heat: one of several candidates on the same accepted head, decided together "
+    "by `validate --heat` (an open round of yours joins the heat too).",
+)
 @click.pass_context
-def round_(ctx: click.Context, hypothesis: str, from_ref: str | None) -> None:
+def round_(ctx: click.Context, hypothesis: str, from_ref: str | None, heat: bool) -> None:
     """OPTIMIZE: open campaign/NAME/round-N on the accepted head."""
     from gitcampaign.commands.round import open_round
+    from gitcampaign.heat import listing
 
-    result = open_round(_repo(ctx), _campaign(ctx), hypothesis, from_ref)
+    result = open_round(_repo(ctx), _campaign(ctx), hypothesis, from_ref, heat)
     click.echo(f"round {result.number} open on {result.branch} (from {result.base[:12]})")
+    if result.heat:
+        click.echo(f"the heat: {listing(result.heat)}")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     _echo_rejected_elsewhere(ctx)
+    validate = (
+        "`git campaign validate --heat` (once every round of the heat is committed)"
+        if heat
+        else "`git campaign validate`"
+    )
     if result.picked:
-        click.echo(
-            f"its commit {result.picked[:12]} is {from_ref} applied there; next: `git campaign validate`"
-        )
+        click.echo(f"its commit {result.picked[:12]} is {from_ref} applied there; next: {validate}")
     else:
-        click.echo("make ONE change, `git commit` (Hypothesis:/Change: lines), then `git campaign validate`")
+        click.echo(f"make ONE change, `git commit` (Hypothesis:/Change: lines), then {validate}")
 
 
 def _echo_rejected_elsewhere(ctx: click.Context) -> None:
@@ -502,6 +523,19 @@ def _validation_text(result: Any) -> str:
 @click.option(
     "--executor", default=None, type=click.Choice(["direct", "local", "slurm"]), help=_EXECUTOR_HELP
 )
+@click.option(
+    "--heat",
+    is_flag=True,
+    help="Decide the open heat: every gate on every candidate, one screen of them all against the "
+    "incumbent, the best confirmed by a fresh measurement; the others REJECT (outrun).",
+)
+@click.option(
+    "--sweeps",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1, max=20),
+    help="With --heat: sweeps of the screen (each: every candidate once, the incumbent once).",
+)
 @click.option("--exit-code", is_flag=True, help=_EXIT_CODE_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -513,6 +547,8 @@ def validate(
     timeout_s: int | None,
     gpus: str | None,
     executor: str | None,
+    heat: bool,
+    sweeps: int,
     exit_code: bool,
     as_json: bool,
 ) -> None:
@@ -520,6 +556,25 @@ def validate(
     from gitcampaign.commands.validate import validate as run
 
     progress = Progress.for_cli(as_json)
+    if heat:
+        from gitcampaign.commands.validate import validate_heat
+
+        decided = validate_heat(
+            _repo(ctx),
+            _campaign(ctx),
+            full=full,
+            pairs=pairs,
+            probe=not no_probe,
+            timeout_s=timeout_s,
+            gpus=gpus,
+            executor=executor,
+            sweeps=sweeps,
+            progress=progress,
+        )
+        _emit(_heat_text(decided), {**decided.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
+        if exit_code and decided.accepted is None:
+            ctx.exit(EXIT_REJECTED)
+        return
     result = run(
         _repo(ctx),
         _campaign(ctx),
@@ -534,6 +589,29 @@ def validate(
     _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
     if exit_code and result.decision not in C.ACCEPTED:
         ctx.exit(EXIT_REJECTED)
+
+
+def _heat_text(result: Any) -> str:
+    """Each candidate's decision (the accepted one's with its table), then what the heat did."""
+    from gitcampaign.cost import duration
+
+    parts = []
+    for entry in result.rounds:
+        if entry.round == result.accepted:
+            parts.append(_validation_text(entry))
+            continue
+        ratio = f", ratio {entry.ratio:.4f}" if math.isfinite(entry.ratio) else ""
+        reasons = f" ({', '.join(entry.reasons)})" if entry.reasons else ""
+        parts.append(f"round {entry.round}: {entry.decision}{reasons}{ratio}")
+        parts += [f"  {note}" for note in entry.notes]
+    accepted = f"round {result.accepted} accepted" if result.accepted is not None else "no round accepted"
+    confirmed = (
+        f"; round {result.confirmed} was confirmed afresh"
+        if result.confirmed not in (None, result.accepted)
+        else ""
+    )
+    parts.append(f"heat: {accepted}{confirmed}; device time {duration(result.device_seconds)}")
+    return "\n".join(parts)
 
 
 def _override_text(result: Any) -> str:
@@ -606,14 +684,47 @@ def recover(ctx: click.Context, as_json: bool) -> None:
     is_flag=True,
     help="Every campaign on this campaign's target op, one table each.",
 )
+@click.option(
+    "--rejected",
+    is_flag=True,
+    help="Every rejected round: its hypothesis, reasons and per-shape deltas (what not to try again).",
+)
+@click.option(
+    "--grep", default="", metavar="WORDS", help="With --rejected: those holding every one of WORDS."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def log(ctx: click.Context, every_campaign: bool, as_json: bool) -> None:
+def log(ctx: click.Context, every_campaign: bool, rejected: bool, grep: str, as_json: bool) -> None:
     """The lineage table: every round, its decision and its effect."""
     from gitcampaign.commands.log import log as run
     from gitcampaign.commands.log import op_log
-    from gitcampaign.lineage import log_table
+    from gitcampaign.commands.log import rejected as rejected_rounds
+    from gitcampaign.heat import listing
+    from gitcampaign.lineage import log_table, one_line
 
+    if grep and not rejected:
+        raise CampaignError("--grep filters the rejected rounds", "git campaign log --rejected --grep WORDS")
+    if rejected:
+        listed = rejected_rounds(_repo(ctx), _campaign(ctx), grep)
+        table = tabulate(
+            [
+                [
+                    r.round,
+                    ", ".join(r.reasons),
+                    f"{r.ratio:.4f}" if r.ratio is not None else "-",
+                    one_line(r.hypothesis),
+                    r.deltas_text(),
+                ]
+                for r in listed.rounds
+            ],
+            headers=["round", "reasons", "ratio", "hypothesis", "per-shape deltas"],
+        )
+        _emit(
+            table if listed.rounds else "no rejected round" + (f" holds {grep!r}" if grep else ""),
+            listed.to_json(),
+            as_json,
+        )
+        return
     if every_campaign:
         found = op_log(_repo(ctx), _campaign(ctx))
         text = "\n\n".join(
@@ -626,7 +737,8 @@ def log(ctx: click.Context, every_campaign: bool, as_json: bool) -> None:
         _emit(text, found.to_json(), as_json)
         return
     result = run(_repo(ctx), _campaign(ctx))
-    _emit(log_table(result.rows, result.metric), result.to_json(), as_json)
+    heat = f"\nopen heat: {listing(result.heat)} (`git campaign validate --heat`)" if result.heat else ""
+    _emit(log_table(result.rows, result.metric) + heat, result.to_json(), as_json)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -803,13 +915,14 @@ def plot(ctx: click.Context, shape: str | None, output: str | None) -> None:
 
 
 def _next_text(outcome: Any) -> str:
+    from gitcampaign.heat_validation import HeatResult
     from gitcampaign.next_step import STEP_ANALYZE, STEP_BASELINE, STEP_REPORT, STEP_ROUND, STEP_VALIDATE
 
     lines = []
     for done in outcome.performed:
         result = done.result
         if done.step == STEP_VALIDATE:
-            lines.append(_validation_text(result))
+            lines.append(_heat_text(result) if isinstance(result, HeatResult) else _validation_text(result))
         elif done.step == STEP_ANALYZE:
             lines.append(analyze_text(result))
         elif done.step == STEP_BASELINE:

@@ -68,6 +68,9 @@ REASON_MANUAL = "manual_override"
 REASON_BUILD_FAILED = "build_failed"
 REASON_TESTS_FAILED = "tests_failed"
 REASON_SUPERSEDED = "superseded"  # accepted here while a teammate accepted another round on the same head
+REASON_OUTRUN = (
+    "outrun"  # a heat's candidate that another measured faster in the screen (docs/design.md, Heats)
+)
 
 # Where a campaign measures: a checkout of the whole commit, or a minimal copy of its workspace paths.
 EXECUTION_REPO = "repo"

@@ -235,3 +235,35 @@ def decide(
         shown = ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in fell.items())
         return Outcome(Decision.ACCEPT_WITH_NOTE, [], notes + [f"slower shapes (under 5%): {shown}"])
     return Outcome(Decision.ACCEPT, [], notes)
+
+
+@dataclass
+class Screen:
+    """A heat's screen, read by the single round's rules: each candidate's outcome on its own
+    screen pairs, and the contenders (not rejected there), best aggregate ratio first."""
+
+    outcomes: dict[int, Outcome]
+    contenders: list[int]
+
+
+def screen(
+    stats: dict[int, PairedStats],
+    metric: str,
+    noise_aggregate: float,
+    noise_shapes: dict[str, float],
+    min_gain: float,
+) -> Screen:
+    """The first stage of a heat (docs/design.md, Heats): every candidate, keyed by its round, is
+    read by `decide` on its screen pairs as one session of a single round. Those it rejects there
+    keep that REJECT; the rest (accepted there, or due to be measured again) are contenders, and
+    only the best of them is confirmed, by a fresh measurement that `decide` reads alone. Picking
+    the best of N noisy candidates favours the luckiest (the winner's curse); deciding on fresh
+    samples makes a heat of N copies of the incumbent accept exactly when that one fresh
+    validation does, at the single round's rate."""
+    outcomes = {
+        number: decide(one, metric, noise_aggregate, noise_shapes, min_gain, sessions_done=1)
+        for number, one in stats.items()
+    }
+    contenders = [number for number, outcome in outcomes.items() if outcome.decision != Decision.REJECT]
+    contenders.sort(key=lambda number: -stats[number].ratio)
+    return Screen(outcomes, contenders)

@@ -34,7 +34,7 @@ from git import Repo
 
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
-from gitcampaign.measure import INCUMBENT, HarnessJob, PairResult, interleaved, run_quick
+from gitcampaign.measure import INCUMBENT, HarnessJob, PairResult, heat_sweeps, interleaved, run_quick
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape
@@ -181,15 +181,19 @@ class ShardOutcome:
 
 @dataclass
 class ShardTask:
-    """What one GPU runs: an interleaved sequence (`pairs`), or one run of the incumbent (`pairs` 0)."""
+    """What one GPU runs: an interleaved sequence (`pairs`), one run of the incumbent (`pairs` 0),
+    or a heat's screen (`sweeps`: every candidate of `worktrees` against one incumbent)."""
 
     worktrees: dict[str, Path]
     job: HarnessJob
     pairs: int
     scratch: Path
     stop_on_failure: bool
+    sweeps: int = 0
 
     def run(self, progress: Progress | None = None) -> list[PairResult]:
+        if self.sweeps:
+            return heat_sweeps(self.worktrees, self.job, self.sweeps, self.scratch, progress)
         if self.pairs == 0:
             table = run_quick(
                 self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv", progress, "baseline commit"
@@ -242,19 +246,26 @@ def measure(
     scratch: Path,
     stop_on_failure: bool = True,
     progress: Progress | None = None,
+    sweeps: int = 0,
 ) -> Measured:
-    """`interleaved` over the plan's shards (`pairs` 0: one run of the incumbent worktree).
-    `progress` follows each run in this process; shards in other processes report per phase only."""
+    """`interleaved` over the plan's shards (`pairs` 0: one run of the incumbent worktree; `sweeps`:
+    a heat's screen, `heat_sweeps`, each shard with its own incumbent runs). `progress` follows each
+    run in this process; shards in other processes report per phase only."""
     if plan is None or plan.trivial:
-        return Measured(ShardTask(trees, job, pairs, scratch, stop_on_failure).run(progress))
+        return Measured(ShardTask(trees, job, pairs, scratch, stop_on_failure, sweeps).run(progress))
     shards = split_shapes(job.shapes, len(plan.devices))
     tasks = [
         ShardTask(
-            trees, _on_device(job, shard, device), pairs, scratch / f"gpu{device.shard}", stop_on_failure
+            trees,
+            _on_device(job, shard, device),
+            pairs,
+            scratch / f"gpu{device.shard}",
+            stop_on_failure,
+            sweeps,
         )
         for shard, device in zip(shards, plan.devices, strict=False)
     ]
-    outcomes = _run(plan, tasks, runs=max(2 * pairs, 1))
+    outcomes = _run(plan, tasks, runs=sweeps * len(trees) if sweeps else max(2 * pairs, 1))
     for outcome in outcomes:
         if outcome.error is not None:
             raise CampaignError(*outcome.error)
@@ -353,15 +364,15 @@ def _reason(exc: Exception) -> str:
 
 
 def _join(outcomes: list[ShardOutcome], job: HarnessJob) -> list[PairResult]:
-    """One pair list over all shards: pair i joins every shard's pair i (a shard stopped by a failed
-    Check ends the list there, with that failure in its last candidate)."""
+    """One pair list over all shards: pair i joins every shard's pair i, of the same role (a shard
+    stopped by a failed Check ends the list there, with that failure in its last candidate)."""
     count = min(len(outcome.pairs) for outcome in outcomes)
     joined = []
     for index in range(count):
         candidates = [outcome.pairs[index].candidate for outcome in outcomes]
         incumbents = [outcome.pairs[index].incumbent for outcome in outcomes]
         incumbent = None if any(t is None for t in incumbents) else join_tables(incumbents, job)  # type: ignore[arg-type]
-        joined.append(PairResult(join_tables(candidates, job), incumbent))
+        joined.append(PairResult(join_tables(candidates, job), incumbent, outcomes[0].pairs[index].role))
     return joined
 
 

@@ -22,7 +22,7 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
-from gitcampaign.commands.validate import validate
+from gitcampaign.commands.validate import validate, validate_heat
 from gitcampaign.errors import CampaignError
 from gitcampaign.next_step import (
     STEP_ANALYZE,
@@ -68,6 +68,8 @@ def run_next(repo_path: Path, campaign_name: str | None, hypothesis: str | None 
     if step.step == STEP_BASELINE:
         performed.append(Performed(STEP_PREPARE, prepare(repo_path, campaign_name)))
         performed.append(Performed(STEP_BASELINE, baseline(repo_path, campaign_name)))
+    elif step.step == STEP_VALIDATE and "--heat" in step.command:
+        performed.append(Performed(STEP_VALIDATE, validate_heat(repo_path, campaign_name)))
     elif step.step == STEP_VALIDATE:
         performed.append(Performed(STEP_VALIDATE, validate(repo_path, campaign_name)))
     elif step.step == STEP_REPORT:

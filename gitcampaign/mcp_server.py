@@ -43,7 +43,11 @@ kernel and `git commit` (message with Hypothesis: and Change: lines) -> validate
 -> next round. Protected files (harness, reference, tests, manifest) must not change: validate rejects
 such a round. diff_round shows what a round changed against the incumbent. analyze profiles the
 incumbent (where the time goes, the share of the hardware limit, the bound): run it when status says
-so (after two rollbacks in a row) and base the next hypothesis on it."""
+so (after two rollbacks in a row) and base the next hypothesis on it. Several agents at once: each in
+its own git worktree, open_round(hypothesis, heat=True) opens its candidate in the heat; each commits
+its own round; then one validate(heat=True) decides them all (the best confirmed afresh, the others
+REJECT outrun). list_rejected(grep) says what was already tried and rejected: read it before a new
+hypothesis."""
 
 
 def _plain(value: Any) -> Any:
@@ -143,35 +147,49 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         return call(lambda: run(here, name, number).to_json())
 
     @server.tool()
-    def open_round(hypothesis: str = "", from_ref: str | None = None) -> CallToolResult:
+    def open_round(hypothesis: str = "", from_ref: str | None = None, heat: bool = False) -> CallToolResult:
         """Open the next round on the accepted head with its ONE hypothesis; then edit and `git commit`.
         With from_ref (a branch or commit holding one candidate commit), the round opens with that
-        commit applied, its Hypothesis: line as the default hypothesis; then validate."""
+        commit applied, its Hypothesis: line as the default hypothesis; then validate. With heat=True
+        it opens in the heat, beside other agents' candidates on the same head (validate(heat=True)
+        decides them together); `warnings` names rounds that already tried the same idea and failed."""
         from gitcampaign.commands.round import open_round as run
 
         def work() -> dict[str, Any]:
-            result = run(here, name, hypothesis, from_ref).to_json()
+            result = run(here, name, hypothesis, from_ref, heat).to_json()
+            validate = (
+                "validate(heat=True), once every round of the heat is committed" if heat else "validate"
+            )
             result["next"] = (
-                "validate"
+                validate
                 if result["picked"]
-                else "make one change, `git commit` with Hypothesis:/Change: lines, then validate"
+                else f"make one change, `git commit` with Hypothesis:/Change: lines, then {validate}"
             )
             return result
 
         return call(work)
 
     @server.tool()
-    async def validate(ctx: Context, full: bool = False, pairs: int | None = None) -> CallToolResult:
+    async def validate(
+        ctx: Context, full: bool = False, pairs: int | None = None, heat: bool = False, sweeps: int = 1
+    ) -> CallToolResult:
         """Gates, the interleaved A/B measurement and the mechanical decision for the open round.
-        Sends progress notifications while it measures; returns decision, reasons, ratio, CI, shapes."""
+        Sends progress notifications while it measures; returns decision, reasons, ratio, CI, shapes.
+        With heat=True: every candidate of the open heat, screened together against the incumbent
+        (`sweeps` sweeps), the best confirmed by a fresh measurement; returns each round's decision.
+        One validation of a heat runs at a time; a second call says the campaign is busy."""
         from gitcampaign.commands.validate import validate as run
+        from gitcampaign.commands.validate import validate_heat
 
         outcome: list[Any] = []
         started = time.monotonic()
 
         def work() -> None:
             try:
-                outcome.append(run(here, name, full=full, pairs=pairs))
+                if heat:
+                    outcome.append(validate_heat(here, name, full=full, pairs=pairs, sweeps=sweeps))
+                else:
+                    outcome.append(run(here, name, full=full, pairs=pairs))
             except CampaignError as error:
                 outcome.append(error)
 
@@ -191,9 +209,8 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         result = outcome[0]
         if isinstance(result, CampaignError):
             return failed(result)
-        await ctx.report_progress(
-            time.monotonic() - started, None, f"validate: round {result.round} {result.decision}"
-        )
+        what = "the heat" if heat else f"round {result.round}"
+        await ctx.report_progress(time.monotonic() - started, None, f"validate: {what} {result.decision}")
         return ok(result.to_json())
 
     def override(verb: str, number: int | None, reason: str) -> dict[str, Any]:
@@ -254,6 +271,15 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         from gitcampaign.commands.analyze import analyze as run
 
         return call(lambda: run(here, name, number, shape, ncu, isa).to_json())
+
+    @server.tool()
+    def list_rejected(grep: str = "") -> CallToolResult:
+        """Every rejected round, as a direction not to try again as it was: hypothesis, reasons (not_faster,
+        within_noise, shape_regression, outrun, a gate...), aggregate ratio and per-shape deltas in percent,
+        the incumbent it was measured on. grep: only those holding every one of these words."""
+        from gitcampaign.commands.log import rejected
+
+        return call(lambda: rejected(here, name, grep).to_json())
 
     @server.tool(name="diff_round")
     def diff_round_tool(number: int | None = None) -> CallToolResult:

@@ -45,6 +45,9 @@ class HarnessJob:
     frozen_header: str | None
     header_hint: str = ""  # how to get the frozen header back: `Manifest.header_hint()`
 
+    def labels(self) -> list[str]:
+        return [shape.label for shape in self.shapes]
+
 
 def run_quick(
     worktree: Path,
@@ -392,6 +395,7 @@ def tail(path: Path, lines: int = 15) -> str:
 class PairResult:
     candidate: BenchTable
     incumbent: BenchTable | None  # None when the candidate failed Check before the incumbent ran
+    role: str = CANDIDATE  # whose pair: a heat's screen pairs each candidate's run (its worktree's role)
 
 
 def pair_order(pairs: int) -> list[tuple[int, str]]:
@@ -432,6 +436,50 @@ def interleaved(
                 results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
                 tables = {}
     return results
+
+
+def heat_order(candidates: list[str], sweeps: int) -> list[tuple[int, str]]:
+    """(sweep, role) of each run of a heat's screen: each sweep runs every candidate once and the
+    incumbent once, in the middle; the candidates' order turns by one place each sweep and every
+    other sweep runs backwards, so that over the sweeps each candidate runs before and after the
+    incumbent alike, near it and far from it."""
+    order = []
+    for sweep in range(sweeps):
+        turn = sweep % len(candidates)
+        turned = candidates[turn:] + candidates[:turn]
+        middle = len(turned) // 2
+        roles = [*turned[:middle], INCUMBENT, *turned[middle:]]
+        order += [(sweep, role) for role in (reversed(roles) if sweep % 2 else roles)]
+    return order
+
+
+def heat_sweeps(
+    worktrees: dict[str, Path],
+    job: HarnessJob,
+    sweeps: int,
+    scratch: Path,
+    progress: Progress | None = None,
+) -> list[PairResult]:
+    """A heat's screen: `sweeps` sweeps of heat_order over the incumbent and every candidate (every
+    role of `worktrees` but INCUMBENT), one process each. Each candidate's run is paired with the
+    incumbent's run of its sweep, so N candidates cost N + 1 runs a sweep instead of 2N: the pairs,
+    sweep by sweep and in the candidates' order, each with its role."""
+    candidates = [role for role in worktrees if role != INCUMBENT]
+    order = heat_order(candidates, sweeps)
+    runs = [quick_run(worktrees[role], job, scratch / f"sweep{sweep}-{role}.csv") for sweep, role in order]
+    tables: dict[tuple[int, str], BenchTable] = {}
+    with InTurn(runs) as turns:
+        for (sweep, role), run in zip(order, runs, strict=True):
+            for other in worktrees:  # kernels a candidate left alone: compiled once, by whichever ran first
+                if other != role:
+                    seed_triton_cache(worktrees[other], worktrees[role])
+            what = f"sweep {sweep + 1}/{sweeps}, {role}"
+            tables[(sweep, role)] = quick_table(turns, run, job, progress, what)
+    return [
+        PairResult(tables[(sweep, role)], tables[(sweep, INCUMBENT)], role)
+        for sweep in range(sweeps)
+        for role in candidates
+    ]
 
 
 @contextmanager

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from gitcampaign import constants as C
+from gitcampaign import heat as heats
 from gitcampaign import profile, trust
 from gitcampaign.campaign import Campaign, opened
-from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
+from gitcampaign.lineage import LineageRow, rows_of, shape_limits, termination
 from gitcampaign.vocabulary import Status
 
 STEP_PREPARE = "prepare"
@@ -73,9 +74,13 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     problem = campaign.integrity_error()
     if problem is not None:
         return NextStep(campaign.name, STEP_REPAIR, problem.hint, problem.message, False)
-    _, rows = lineage_rows(campaign)
+    baseline, rounds = campaign.lineage()
+    _, rows = rows_of(baseline, rounds)
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
-    return decide(campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign), trusted)
+    heat = [entry.number for entry in heats.members(campaign, rounds)]
+    return decide(
+        campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign), trusted, heat
+    )
 
 
 def decide(
@@ -86,10 +91,16 @@ def decide(
     reached: list[str],
     evidence: Evidence = Evidence(),
     trusted: bool = True,
+    heat: list[int] | None = None,
 ) -> NextStep:
     """The next step from where the campaign stands (`status` words the same decision its own way);
-    a step that runs the campaign's commands waits for this clone's approval of them."""
-    step = _decide(name, has_baseline, rows, reported, reached, evidence)
+    a step that runs the campaign's commands waits for this clone's approval of them. `heat`: the
+    open heat's rounds (gitcampaign.heat), decided together."""
+    step = (
+        _heat_step(name, rows, heat)
+        if heat
+        else _decide(name, has_baseline, rows, reported, reached, evidence)
+    )
     if trusted or step.step not in (STEP_BASELINE, STEP_VALIDATE, STEP_REPORT, STEP_ANALYZE):
         return step
     return NextStep(
@@ -100,6 +111,27 @@ def decide(
         f" `{step.command}` would run them; it lists them, and runs nothing until they are approved",
         False,
     )
+
+
+def _heat_step(name: str, rows: list[LineageRow], heat: list[int]) -> NextStep:
+    """With a heat open: commit its rounds, then validate them together."""
+    empty = [row.round for row in rows if row.round in heat and row.status == Status.EMPTY]
+    if empty:
+        return NextStep(
+            name,
+            STEP_COMMIT,
+            "edit, then `git commit` on each round of the heat (Hypothesis:/Change: lines); then"
+            " `git campaign validate --heat`",
+            f"{heats.listing(empty)} of the heat {'is' if len(empty) == 1 else 'are'} open without a change",
+            False,
+        )
+    pending = any(row.round in heat and row.status == Status.PENDING for row in rows)
+    why = (
+        "an interrupted validate --heat noted decisions that are not applied yet"
+        if pending
+        else f"the heat of {heats.listing(heat)} is committed and not validated"
+    )
+    return NextStep(name, STEP_VALIDATE, "git campaign validate --heat", why, True)
 
 
 def _decide(

@@ -3,6 +3,7 @@
     refs/heads/campaign/NAME/main                the accepted line
     refs/heads/campaign/NAME/round-N             round N's branch
     refs/campaign/NAME/rejected/round-N          the pin that keeps a rejected round's commit
+    refs/campaign/NAME/heat/round-N              round N is in the open heat (it names the heat's base)
 
 `str(ref)` is the full ref name, `ref.branch` the short name of a branch, and
 `CampaignRef.from_ref` reads either form back (None for anything else).
@@ -42,6 +43,11 @@ class RefKind(StrEnum):
     MAIN = "main"
     ROUND = "round"
     REJECTED = "rejected"
+    HEAT = "heat"
+
+
+# The kinds kept under `refs/campaign/NAME/KIND/round-N` (no branch): {path component: kind}.
+_PINNED = {RefKind.REJECTED.value: RefKind.REJECTED, RefKind.HEAT.value: RefKind.HEAT}
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,13 @@ class CampaignRef:
     def rejected(cls, campaign: str, number: int) -> CampaignRef:
         return cls(campaign, RefKind.REJECTED, number)
 
+    @classmethod
+    def heat(cls, campaign: str, number: int) -> CampaignRef:
+        return cls(campaign, RefKind.HEAT, number)
+
     def __str__(self) -> str:
-        if self.kind == RefKind.REJECTED:
-            return f"{self.rejected_prefix(self.campaign)}round-{self.round}"
+        if self.kind in _PINNED.values():
+            return f"refs/{NAMESPACE}/{self.campaign}/{self.kind}/round-{self.round}"
         return HEADS + self.branch
 
     @property
@@ -85,14 +95,9 @@ class CampaignRef:
                 return cls.main(parts[1])
             number = _round_number(parts[2])
             return None if number is None else cls.round_branch(parts[1], number)
-        if (
-            ref.startswith("refs/")
-            and len(parts) == 5
-            and parts[1:2] == [NAMESPACE]
-            and parts[3] == "rejected"
-        ):
+        if ref.startswith("refs/") and len(parts) == 5 and parts[1:2] == [NAMESPACE] and parts[3] in _PINNED:
             number = _round_number(parts[4])
-            return None if number is None or not parts[2] else cls.rejected(parts[2], number)
+            return None if number is None or not parts[2] else cls(parts[2], _PINNED[parts[3]], number)
         return None
 
     @staticmethod
@@ -108,7 +113,11 @@ class CampaignRef:
 
     @staticmethod
     def rejected_prefix(campaign: str) -> str:
-        return f"refs/{NAMESPACE}/{campaign}/rejected/"
+        return f"refs/{NAMESPACE}/{campaign}/{RefKind.REJECTED}/"
+
+    @staticmethod
+    def heat_prefix(campaign: str) -> str:
+        return f"refs/{NAMESPACE}/{campaign}/{RefKind.HEAT}/"
 
 
 def _round_number(name: str) -> int | None:

@@ -358,28 +358,49 @@ def prepare_round(
     timeout_s: float,
 ) -> Readiness:
     """Candidate build, candidate tests, incumbent build: a broken candidate costs one build."""
+    ready = prepare_candidate(repo, manifest, trees[CANDIDATE], commits[CANDIDATE], scratch, timeout_s)
+    if ready.reason is None:
+        incumbent = prepare_incumbent(
+            repo, manifest, trees[INCUMBENT], commits[INCUMBENT], scratch, timeout_s
+        )
+        if incumbent is not None:
+            ready.record.setdefault("build", {})[INCUMBENT] = incumbent.to_json()
+    return ready
+
+
+def prepare_candidate(
+    repo: Repo,
+    manifest: Manifest,
+    tree: Path,
+    commit: str,
+    scratch: Path,
+    timeout_s: float,
+    role: str = CANDIDATE,
+) -> Readiness:
+    """One candidate's build, then its tests; the REJECT reason where either fails (logs named by `role`)."""
     ready = Readiness()
-    candidate = build(
-        repo, manifest, trees[CANDIDATE], commits[CANDIDATE], scratch / "build-candidate.log", timeout_s
-    )
+    candidate = build(repo, manifest, tree, commit, scratch / f"build-{role}.log", timeout_s)
     if candidate is not None:
         ready.record["build"] = {CANDIDATE: candidate.to_json()}
         if not candidate.passed:
             ready.reason, ready.notes = C.REASON_BUILD_FAILED, candidate.failure_notes()
             return ready
-    tests = run_tests(manifest, trees[CANDIDATE], scratch / "tests-candidate.log", timeout_s)
+    tests = run_tests(manifest, tree, scratch / f"tests-{role}.log", timeout_s)
     if tests is not None:
         ready.record["tests"] = tests.to_json()
         if not tests.passed:
             ready.reason, ready.notes = C.REASON_TESTS_FAILED, tests.failure_notes()
-            return ready
-    incumbent = build(
-        repo, manifest, trees[INCUMBENT], commits[INCUMBENT], scratch / "build-incumbent.log", timeout_s
-    )
-    if incumbent is not None:
-        _require(incumbent, f"the incumbent {commits[INCUMBENT][:12]}")
-        ready.record["build"][INCUMBENT] = incumbent.to_json()
     return ready
+
+
+def prepare_incumbent(
+    repo: Repo, manifest: Manifest, tree: Path, commit: str, scratch: Path, timeout_s: float
+) -> Step | None:
+    """The incumbent's build, or an error: it built when it was accepted, so a failure is the machine's."""
+    incumbent = build(repo, manifest, tree, commit, scratch / "build-incumbent.log", timeout_s)
+    if incumbent is not None:
+        _require(incumbent, f"the incumbent {commit[:12]}")
+    return incumbent
 
 
 def prepare_baseline(

@@ -5,6 +5,7 @@ script must be added to one of the lists below, or the first test fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,6 +27,7 @@ CPU_RUNS = (
     "lint_corpus.py",
     "full_bench.py",
     "dev/layer_dev.py",
+    "heat_cost.py",
     "host_cost.py",
     "train_step.py",
     "vendor.py",
@@ -98,6 +100,46 @@ def test_lint_corpus_counts_judged_findings(tmp_path: Path) -> None:
     assert judged.returncode == 0, judged.stderr
     assert f"| proj | 2 | {len(rows)} | {len(rows)} | 0 | 0 |" in judged.stdout
     assert "precision: 100" in judged.stdout
+
+
+def test_heat_cost_runs_a_heat_and_a_single_validate_on_the_fake_project(tmp_path: Path) -> None:
+    """The GPU measurement's every step on the fake CPU project: init, baseline, a heat of four,
+    one loser made again alone on the new head, the figures, the lineage bundle."""
+    from fake_project import init_args, make_project
+
+    def pin(speed: str, old: str = "SPEED = 100.0") -> dict[str, str]:
+        return {"hypothesis": f"speed {speed}", "file": "kernel.py", "old": old, "new": f"SPEED = {speed}"}
+
+    plan = {
+        "name": "demo",
+        "init": init_args()[2:],
+        "candidates": [pin("110.0"), pin("90.0"), pin("120.0"), pin("105.0")],
+        "single": [pin("126.0", old="SPEED = 120.0")],
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    project = make_project(tmp_path / "fake")
+    done = script(
+        "heat_cost.py",
+        str(tmp_path / "out"),
+        "--project",
+        str(project),
+        "--plan",
+        str(tmp_path / "plan.json"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "heat of 4 on the CPU: round 2 REJECT outrun, round 3 REJECT shape_regression, round 4 ACCEPT"
+        in done.stdout
+    )
+    figures = json.loads((tmp_path / "out" / "heat_cost.json").read_text())
+    assert figures["heat"]["result"]["accepted"] == 4 and figures["single"]["round"] == 6
+    assert figures["single"]["result"]["decision"] == "ACCEPT"  # 126 over the heat's 120
+    for key in ("wall_s", "device_s", "measurement_s"):
+        assert figures["heat"][key] > 0 and figures["single"][key] > 0 and figures["ratios"][key] > 0
+    # The screen (five runs) and one confirmation session (two pairs) against one session: 9 runs to 4.
+    assert figures["heat"]["phases"].keys() >= {"heat screen", "measurement session 1"}
+    assert (tmp_path / "out" / "lineage.bundle").stat().st_size > 0
+    assert "outrun" in (tmp_path / "out" / "rejected.txt").read_text()
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from gitcampaign.shapes import Shape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands.test_loop import NAME, commit_round, options  # noqa: E402
-from fake_project import HARNESS, git, make_project  # noqa: E402
+from fake_project import HARNESS, git, make_project, set_kernel  # noqa: E402
 
 FAKE_SMI = """#!/bin/sh
 # nvidia-smi --query-gpu=index,name | -i N --query-gpu=name, from FAKE_GPU_MODELS="model0,model1,..."
@@ -211,3 +211,26 @@ def test_slurm_jobs_carry_the_manifest_fields_and_a_cancelled_one_records_nothin
         assert f"#SBATCH {line}" in script
     assert verdict.read(g.open_repo(project), commit) == []
     assert g.refs_under(g.open_repo(project), "refs/") == before
+
+
+def test_a_heat_on_two_gpus_screens_each_shard_against_an_incumbent_of_its_own(
+    project: Path, gpus: None
+) -> None:
+    from gitcampaign.commands.round import open_round
+    from gitcampaign.commands.validate import validate_heat
+
+    baseline(project, None)
+    for speed in (110, 120):
+        open_round(project, None, f"speed {speed}", heat=True)
+        set_kernel(project, speed)
+        git(project, "commit", "-q", "-am", f"Hypothesis: speed {speed}\nChange: speed {speed}")
+    result = validate_heat(project, None, probe=False, gpus="0,1")
+    assert result.accepted == 3 and [r.reasons for r in result.rounds] == [[C.REASON_OUTRUN], []]
+    screen = [path for path in run_dirs(project) if path.name.startswith("heat-")][-1] / "screen"
+    for shard in ("0", "1"):  # each GPU ran the whole sweep on its shapes: the incumbent and both candidates
+        runs = {path.name.removesuffix(".csv") for path in (screen / f"gpu{shard}").glob("*.csv")}
+        assert runs == {"sweep0-incumbent", "sweep0-round-2", "sweep0-round-3"}
+        assert {path.read_text() for path in (screen / f"gpu{shard}").glob("*.device")} == {shard}
+    loser = verdict.read(g.open_repo(project), git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip())[-1]
+    assert {record["gpu"] for record in loser["devices"].values()} == {"0", "1"}
+    assert set(loser["devices"]) == set(loser["shapes"])

@@ -40,6 +40,9 @@ def test_old_campaign_reads_the_same(tmp_path: Path) -> None:
     assert state.pop("profile") == [] and all(row.pop("profile") == [] for row in rows["rounds"])
     # And status lists what a killed command left for `recover` (nothing, here).
     assert state.pop("unfinished") == []
+    # And the open heat (none: heats came later) and the device time its verdicts recorded (none).
+    assert state.pop("heat") == [] and rows.pop("heat") == []
+    assert (state.pop("device_seconds"), state.pop("measurements")) == (0.0, 0)
     assert json.loads(json.dumps({"status": state, "log": rows})) == want
 
 

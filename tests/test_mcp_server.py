@@ -34,6 +34,7 @@ TOOLS = {
     "report",
     "diff_round",
     "analyze",
+    "list_rejected",
 }
 
 
@@ -160,5 +161,31 @@ def test_bad_arguments_are_tool_errors_that_change_nothing(project: Path) -> Non
                 assert refused.is_error and "is outside [1, 50]" in data(refused)["error"], refused
             assert "round-2" in branches()
             assert git(project, "notes", "--ref", C.NOTES_BENCH, "list").count("\n") == 1  # the baseline's
+
+    anyio.run(session)
+
+
+def test_agents_open_a_heat_validate_it_and_read_what_was_rejected(project: Path) -> None:
+    """open_round(heat=True) twice, each candidate committed through git, validate(heat=True): the
+    faster is accepted, the other is outrun, and list_rejected says so (what not to try again)."""
+
+    async def session() -> None:
+        async with Client(server(project), read_timeout_seconds=120) as client:
+            for number, speed in ((2, 110), (3, 120)):
+                opened = data(
+                    await client.call_tool("open_round", {"hypothesis": f"speed {speed}", "heat": True})
+                )
+                assert opened["number"] == number and opened["heat"] == list(range(2, number + 1))
+                assert "validate(heat=True)" in opened["next"]
+                set_kernel(project, speed)
+                git(project, "commit", "-q", "-am", f"Hypothesis: speed {speed}\nChange: speed {speed}")
+            single = await client.call_tool("validate", {})
+            assert single.is_error and "validate --heat" in data(single)["hint"]
+            decided = data(await client.call_tool("validate", {"heat": True}))
+            assert decided["accepted"] == 3 and decided["confirmed"] == 3
+            assert [(r["round"], r["decision"]) for r in decided["rounds"]] == [(2, "REJECT"), (3, "ACCEPT")]
+            listed = data(await client.call_tool("list_rejected", {"grep": "110"}))
+            assert [(r["round"], r["reasons"]) for r in listed["rounds"]] == [(2, [C.REASON_OUTRUN])]
+            assert listed["rounds"][0]["deltas"]["s-large"] == pytest.approx(10.0)
 
     anyio.run(session)

@@ -14,6 +14,7 @@ from gitcampaign.refs import CampaignRef, RefKind
         (CampaignRef.main("demo"), "refs/heads/campaign/demo/main", "campaign/demo/main"),
         (CampaignRef.round_branch("demo", 12), "refs/heads/campaign/demo/round-12", "campaign/demo/round-12"),
         (CampaignRef.rejected("a.b-c", 3), "refs/campaign/a.b-c/rejected/round-3", None),
+        (CampaignRef.heat("demo", 4), "refs/campaign/demo/heat/round-4", None),
     ],
 )
 def test_built_refs_parse_back(ref: CampaignRef, full: str, branch: str | None) -> None:
@@ -65,6 +66,8 @@ def test_prefixes_match_what_the_refs_start_with() -> None:
     assert str(CampaignRef.main("d")).startswith(CampaignRef.branches_prefix())
     assert str(CampaignRef.rejected("d", 2)).startswith(CampaignRef.rejected_prefix("d"))
     assert CampaignRef.from_ref(str(CampaignRef.rejected("d", 2))).kind == RefKind.REJECTED  # type: ignore[union-attr]
+    assert str(CampaignRef.heat("d", 2)).startswith(CampaignRef.heat_prefix("d"))
+    assert CampaignRef.from_ref(str(CampaignRef.heat("d", 2))).kind == RefKind.HEAT  # type: ignore[union-attr]
 
 
 def test_the_constants_short_forms_are_the_ref_type() -> None:

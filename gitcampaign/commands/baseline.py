@@ -12,6 +12,7 @@ from gitcampaign import envinfo, steps, trust, verdict
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, locked
+from gitcampaign.cost import DeviceClock
 from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, NoiseFloor, check_pairs, sha256_bytes
@@ -126,6 +127,7 @@ def baseline(
         head = campaign.accepted_head()
         shapes = manifest.shapes()
         scratch = run_dir(repo, campaign.name, "baseline")
+        clock = DeviceClock(len(plan.devices))
         with worktrees(
             repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}, steps.measured_paths(manifest)
         ) as trees:
@@ -175,6 +177,7 @@ def baseline(
             aa_samples,
             prepared,
             devices,
+            clock.seconds(),
         )
 
 
@@ -189,6 +192,7 @@ def _record(
     aa_samples: list[PairSample],
     prepared: dict[str, Any],
     devices: dict[str, dict[str, dict[str, str]]] | None = None,
+    device_seconds: float | None = None,
 ) -> BaselineResult:
     repo = campaign.repo
     manifest.csv_header = full.header
@@ -226,6 +230,7 @@ def _record(
         "measured_commit": head,
         "tree": g.tree_of(repo, head),
         **prepared,
+        **({"device_seconds": device_seconds} if device_seconds is not None else {}),
     }
     message = (
         f"campaign {campaign.name}: baseline (round 1)\n\n{manifest.primary_metric}: {value:.6g} (geomean of PASS shapes)\n"

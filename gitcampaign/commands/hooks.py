@@ -20,7 +20,7 @@ from pathlib import Path
 from git import Repo
 
 from gitcampaign import git as g
-from gitcampaign import trust
+from gitcampaign import heat, trust
 from gitcampaign.campaign import Campaign, check_next_commit
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
@@ -87,11 +87,19 @@ def run_pre_commit(repo_root: Path) -> tuple[int, str]:
     """On a round branch: the anti-cheat lint on the staged Python files, then the campaign's
     `test_command`; non-zero with the failing check's output. Off round branches: 0, nothing run.
     The tests run on the work tree, as every pre-commit hook does (unstaged edits included);
-    VALIDATE re-runs them on the committed tree in a worktree of its own."""
+    VALIDATE re-runs them on the committed tree in a worktree of its own. The round's candidate lock
+    is held throughout (gitcampaign.heat): agents committing to their own rounds of a heat run at
+    once, and a round that a validate is measuring takes no commit."""
     repo = g.open_repo(repo_root)
     current = checked_out_round(repo)
     if current is None:
         return 0, ""
+    assert current.round is not None
+    with heat.candidate_locks(repo, current.campaign, [current.round]):
+        return _pre_commit(repo, repo_root, current)
+
+
+def _pre_commit(repo: Repo, repo_root: Path, current: CampaignRef) -> tuple[int, str]:
     findings = [
         finding
         for path, source in g.staged_files(repo, "*.py").items()
@@ -161,7 +169,8 @@ def run_prepare_commit_msg(
         source == "message" and _git_commit_has_amend()
     )
     assert current.round is not None
-    check_next_commit(Campaign(repo, current.campaign), current.round, amending)
+    with heat.candidate_locks(repo, current.campaign, [current.round]):  # `--no-verify` skips pre-commit
+        check_next_commit(Campaign(repo, current.campaign), current.round, amending)
     hypothesis = " ".join((g.config_get(repo, f"branch.{current.branch}.description") or "").split())
     raw = msg_file.read_bytes()
     undecodable = not_utf8(raw)

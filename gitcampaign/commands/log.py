@@ -10,9 +10,10 @@ from git import Repo
 
 from gitcampaign import constants as C
 from gitcampaign import git as g
-from gitcampaign import profile, safe_yaml
+from gitcampaign import heat, profile, rejections, safe_yaml
 from gitcampaign.campaign import Campaign, campaigns, opened
-from gitcampaign.lineage import LineageRow, lineage_rows
+from gitcampaign.lineage import LineageRow, rows_of
+from gitcampaign.rejections import Rejected
 from gitcampaign.vocabulary import Status
 
 
@@ -22,12 +23,14 @@ class LogResult:
     metric: str
     rows: list[LineageRow]
     profiles: dict[int, list[str]] = field(default_factory=dict)  # round -> its latest profile's verdicts
+    heat: list[int] = field(default_factory=list)  # the open heat's rounds
 
     def to_json(self) -> dict[str, Any]:
         return {
             "campaign": self.campaign,
             "metric": self.metric,
             "rounds": [{**asdict(r), "profile": self.profiles.get(r.round, [])} for r in self.rows],
+            "heat": self.heat,
         }
 
 
@@ -36,13 +39,33 @@ def log(repo_path: Path, campaign_name: str | None) -> LogResult:
 
 
 def _log_of(campaign: Campaign) -> LogResult:
-    _, rows = lineage_rows(campaign)
+    baseline, rounds = campaign.lineage()
+    _, rows = rows_of(baseline, rounds)
     profiled = profile.read_all(campaign.repo)
     commits = {row.round: row.commit for row in rows}
     if rows and rows[0].round == 1:
         commits[1] = campaign.baseline_commit()
     verdicts = {number: profile.verdicts(profiled[c][-1]) for number, c in commits.items() if c in profiled}
-    return LogResult(campaign.name, campaign.manifest().primary_metric, rows, verdicts)
+    in_heat = [entry.number for entry in heat.members(campaign, rounds)]
+    return LogResult(campaign.name, campaign.manifest().primary_metric, rows, verdicts, in_heat)
+
+
+@dataclass
+class RejectedResult:
+    campaign: str
+    grep: str
+    rounds: list[Rejected]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"campaign": self.campaign, "grep": self.grep, "rounds": [r.to_json() for r in self.rounds]}
+
+
+def rejected(repo_path: Path, campaign_name: str | None, grep: str = "") -> RejectedResult:
+    """`log --rejected [--grep WORDS]`: every rejected round's hypothesis, reasons and per-shape
+    deltas, those holding every one of WORDS when given."""
+    campaign = opened(repo_path, campaign_name)
+    found = rejections.rejected_rounds(campaign.lineage()[1])
+    return RejectedResult(campaign.name, grep, rejections.matching(found, grep) if grep else found)
 
 
 @dataclass

@@ -16,12 +16,13 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import envinfo, gates, plot, roofline, steps, trust, verdict
+from gitcampaign import cost, envinfo, gates, plot, roofline, steps, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
     locked,
 )
+from gitcampaign.cost import DeviceClock, DeviceTotal
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import LineageRow, log_table, one_line, rows_of, shape_limits, termination
@@ -113,6 +114,7 @@ def report(
                 "roll those commits back on the accepted line, or record it with `git campaign report --record-failures`",
             )
         scratch = run_dir(repo, campaign.name, "report")
+        clock = DeviceClock()
         commits = {INCUMBENT: base_commit, CANDIDATE: head}
         count = pairs or manifest.pairs
         with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
@@ -129,6 +131,7 @@ def report(
                 )
             with progress.phase("final full validation", runs=2 * count):
                 results = interleaved(trees, job, count, scratch, False, progress)
+        spent = clock.seconds()
         final = results[0].candidate
         passing = [
             label
@@ -173,6 +176,7 @@ def report(
             f"{f' --pairs {count}' if pairs else ''}",
             count,
             bool(files),
+            cost.total(campaign).plus(spent),
         ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = {
@@ -190,6 +194,7 @@ def report(
             **built,
             "acceptance": suite.to_json() if suite else None,
             "final_diff": diff.to_json(),
+            "device_seconds": spent,
         }
         commit = g.commit_files(
             repo,
@@ -315,6 +320,7 @@ def _markdown(
     command: str,
     pairs: int,
     plotted: bool,
+    spent: DeviceTotal,
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
     accepted = [row for row in rounds if row.status == Status.ACCEPTED]
@@ -376,6 +382,8 @@ def _markdown(
         f"- Date: {verdict.now()}; command: `{command}` (final full validation, "
         f"{pairs} interleaved pairs of {markdown_code(manifest.quick_command)})",
         f"- Termination: {'; '.join(reached)}",
+        f"- Cost: {spent.text()} (the baseline, every validation and heat, and this report's final"
+        " validation; each verdict records its own `device_seconds`)",
         "",
         "## Baseline vs final (full validation, same run, interleaved)",
         "",

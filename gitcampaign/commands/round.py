@@ -1,17 +1,20 @@
 """OPTIMIZE: `git campaign round -m HYPOTHESIS` opens `campaign/NAME/round-N` on the accepted head;
-`--from REF` opens it with the one commit REF already on it (a candidate prepared on another branch)."""
+`--from REF` opens it with the one commit REF already on it (a candidate prepared on another branch);
+`--heat` opens it in the heat, beside the other candidates on the same head (`validate --heat`)."""
 
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from git import Repo
 
 from gitcampaign import git as g
-from gitcampaign.campaign import locked
+from gitcampaign import heat as heats
+from gitcampaign import rejections
+from gitcampaign.campaign import Campaign, Round, locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import NEW_ON_IMPORT_PATH, protected_changes
@@ -60,13 +63,19 @@ class RoundResult:
     branch: str
     base: str
     picked: str | None = None  # the round's commit, when it came from --from
+    heat: list[int] = field(default_factory=list)  # the open heat's rounds, this one included (--heat)
+    warnings: list[str] = field(default_factory=list)  # the same idea, already rejected on this head
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def open_round(
-    repo_path: Path, campaign_name: str | None, hypothesis: str, from_ref: str | None = None
+    repo_path: Path,
+    campaign_name: str | None,
+    hypothesis: str,
+    from_ref: str | None = None,
+    heat: bool = False,
 ) -> RoundResult:
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
@@ -81,20 +90,8 @@ def open_round(
         g.require_clean(repo, "open a round")
         manifest = campaign.require_baseline()
         _, rounds = campaign.lineage()
-        # One hypothesis at a time per person: a round pulled from a teammate (no description here,
-        # `open_round` writes one) does not block this clone from opening the next number.
-        unfinished = [
-            r
-            for r in rounds
-            if r.status in (Status.OPEN, Status.EMPTY, Status.PENDING)
-            and g.config_get(repo, f"branch.{campaign.round_branch(r.number)}.description") is not None
-        ]
-        if unfinished:
-            current = unfinished[-1]
-            raise CampaignError(
-                f"round {current.number} is still {current.status}: one hypothesis at a time",
-                "finish it with `git campaign validate` (or `git campaign rollback`) first",
-            )
+        heats.tidy(campaign, rounds)
+        joining = _unfinished(campaign, rounds, heat)
         number = campaign.next_round_number()
         branch = campaign.round_branch(number)
         base = campaign.accepted_head()
@@ -114,10 +111,56 @@ def open_round(
                 )
             _refuse_judged_changes(repo, manifest, str(from_ref), source[0], base, picked)
             tip = picked
+        # Heat refs before the branch: a kill in between leaves a ref without a round, which `tidy`
+        # drops, never a round of the heat outside it.
+        for entry in joining:
+            heats.join(campaign, entry.number, base)
+        if heat:
+            heats.join(campaign, number, base)
         g.update_ref(repo, campaign.round_ref(number), tip, None, f"campaign: open round {number}")
         g.config_set(repo, f"branch.{branch}.description", hypothesis.strip())
         g.checkout(repo, branch)
-        return RoundResult(number, branch, base, None if source is None else tip)
+        in_heat = sorted(campaign.heat_refs()) if heat else []
+        warnings = [
+            f"round {entry.round} tried this on the same accepted head and was rejected"
+            f" ({', '.join(entry.reasons) or 'no reason recorded'}"
+            + (f"; {entry.deltas_text()}" if entry.deltas else "")
+            + f"): {entry.hypothesis}"
+            for entry in rejections.repeats(rejections.rejected_rounds(rounds), hypothesis, base)
+        ]
+        return RoundResult(number, branch, base, None if source is None else tip, in_heat, warnings)
+
+
+def _unfinished(campaign: Campaign, rounds: list[Round], heat: bool) -> list[Round]:
+    """The unfinished rounds of this clone that a new round joins in the heat (`heat`); CampaignError
+    when one stands in the way: a pending decision (validate applies it first), a plain round opened
+    while a heat is open, or a second plain round (one hypothesis at a time, or a heat)."""
+    in_heat = [entry.number for entry in heats.members(campaign, rounds)]
+    if in_heat and not heat:
+        raise CampaignError(
+            f"a heat is open on this accepted head ({heats.listing(in_heat)}): a plain round would be measured"
+            " against a head the heat is about to move",
+            'join it: `git campaign round --heat -m "HYPOTHESIS"`; or close it: commit each of its rounds,'
+            " then `git campaign validate --heat`",
+        )
+    # One hypothesis at a time per person: a round pulled from a teammate (no description here,
+    # `open_round` writes one) does not block this clone from opening the next number.
+    unfinished = [
+        r
+        for r in rounds
+        if r.status in (Status.OPEN, Status.EMPTY, Status.PENDING)
+        and r.number not in in_heat
+        and g.config_get(campaign.repo, f"branch.{campaign.round_branch(r.number)}.description") is not None
+    ]
+    pending = [r for r in unfinished if r.status == Status.PENDING]
+    if pending or (unfinished and not heat):
+        current = (pending or unfinished)[-1]
+        raise CampaignError(
+            f"round {current.number} is still {current.status}: one hypothesis at a time (or several at once"
+            ' in a heat: `git campaign round --heat -m "HYPOTHESIS"` makes it a heat of both)',
+            "finish it with `git campaign validate` (or `git campaign rollback`) first",
+        )
+    return unfinished
 
 
 def _refuse_judged_changes(

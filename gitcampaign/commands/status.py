@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitcampaign import cost, heat, profile, sync, trust
 from gitcampaign import git as g
-from gitcampaign import profile, sync, trust
 from gitcampaign.campaign import opened
 from gitcampaign.kept_sessions import KeptSessions
-from gitcampaign.lineage import LineageRow, lineage_rows, shape_limits, termination
+from gitcampaign.lineage import LineageRow, rows_of, shape_limits, termination
 from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
 from gitcampaign.vocabulary import Status
 
@@ -35,6 +35,9 @@ class StatusResult:
     unfinished: list[str]  # what a killed command left (`git.unfinished`), for `recover` to finish
     profile: list[str] = field(default_factory=list)  # the latest `analyze` verdicts of the accepted head
     damaged: str | None = None  # a record decisions stand on that cannot be read (`next` restores it)
+    heat: list[int] = field(default_factory=list)  # the open heat's rounds (`validate --heat` decides them)
+    device_seconds: float = 0.0  # what its measurements cost, from their verdicts (gitcampaign.cost)
+    measurements: int = 0  # the verdicts that recorded their device time
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -53,8 +56,11 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         for remote in g.remotes(repo):
             sync.fetch(repo, campaign.name, remote, sync.tracking_label(remote))
     manifest = campaign.manifest()
-    _, rows = lineage_rows(campaign)
+    baseline, lineage = campaign.lineage()
+    _, rows = rows_of(baseline, lineage)
     rounds = [row for row in rows if row.round >= 2]
+    in_heat = [entry.number for entry in heat.members(campaign, lineage)]
+    spent = cost.total(campaign)
     counts: dict[str, int] = {
         state: sum(1 for row in rounds if row.status == state)
         for state in (Status.ACCEPTED, Status.REJECTED, Status.OPEN, Status.EMPTY, Status.PENDING)
@@ -74,6 +80,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
             reached,
             evidence_of(campaign),
             trusted=trust.pending(campaign) is None,
+            heat=in_heat,
         ),
         rounds[-1] if rounds else None,
         KeptSessions.summary(campaign, rounds[-1].round) if rounds else None,
@@ -106,12 +113,17 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
         unfinished=unfinished,
         profile=profile.verdicts(profiles[-1]) if profiles else [],
         damaged=problem.message if problem else None,
+        heat=in_heat,
+        device_seconds=spent.seconds,
+        measurements=spent.measurements,
     )
 
 
 def _next_text(step: NextStep, last: LineageRow | None, kept: str | None = None) -> str:
     """`status`'s wording of the next step `next_step.decide` chose, with the open round's number (and the
     measurement sessions an interrupted validate of it kept)."""
+    if step.step in (STEP_VALIDATE, STEP_COMMIT) and "--heat" in step.command:
+        return f"{step.command}  ({step.why})"
     if step.step == STEP_VALIDATE and last is not None:
         pending = last.status == Status.PENDING
         what = "finishes the interrupted decision" if pending else f"round {last.round}"

@@ -157,6 +157,8 @@ def next_command(root: Path) -> list[str]:
     if hint.startswith("git campaign recover"):
         assert data["unfinished"], "recover is named only for something a killed command left"
         return ["recover"]
+    if hint.startswith("git campaign validate --heat"):
+        return ["validate", "--heat"]
     if hint.startswith("git campaign validate"):
         return ["validate"]
     if "git campaign baseline" in hint:

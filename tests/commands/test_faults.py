@@ -1,4 +1,4 @@
-"""Kills at every step of validate, baseline, accept, rollback and report; races of two campaigns,
+"""Kills at every step of validate (of one round and of a heat), baseline, accept, rollback and report; races of two campaigns,
 two worktrees and two clones. After each: no note lost, refs and notes consistent, no stale lock
 or worktree, no orphan process, and the command `status` names finishes the job."""
 
@@ -58,6 +58,32 @@ def _decided(speed: float) -> Callable[[Path], None]:
     return build
 
 
+def _heat(root: Path) -> None:
+    """Three candidates in a heat: faster, slower, faster still."""
+    from gitcampaign.commands.round import open_round
+
+    baseline(root, None)
+    for speed in (110, 90, 120):
+        open_round(root, None, f"speed {speed}", heat=True)
+        set_kernel(root, speed)
+        git(root, "commit", "-q", "-am", f"Hypothesis: speed {speed}\nChange: speed {speed}")
+
+
+def heat_decided(root: Path) -> None:
+    """Only the fastest accepted, the others pinned, the heat closed (a heat ref a kill left on a
+    decided round says nothing: the next round drops it)."""
+    from gitcampaign import heat
+
+    assert [round_status(root, number) for number in (2, 3, 4)] == [
+        STATUS_REJECTED,
+        STATUS_REJECTED,
+        STATUS_ACCEPTED,
+    ]
+    assert main_sha(root) == git(root, "rev-parse", C.round_branch(NAME, 4)).strip()
+    campaign = Campaign(g.open_repo(root), NAME)
+    assert heat.members(campaign, campaign.lineage()[1]) == []
+
+
 def main_sha(root: Path) -> str:
     return git(root, "rev-parse", C.main_branch(NAME)).strip()
 
@@ -107,6 +133,7 @@ def _holds(check: Callable[[Path], None], root: Path) -> bool:
 SCENARIOS = {
     "validate-accept": (["validate"], _round(150), accepted_round_2),
     "validate-reject": (["validate"], _round(50), rejected_round_2),
+    "validate-heat": (["validate", "--heat"], _heat, heat_decided),
     "baseline": (["baseline"], lambda root: None, has_baseline),
     "accept": (["accept", "2"], _decided(90), accepted_round_2),
     "rollback": (["rollback", "2"], _decided(150), rolled_back),

@@ -318,7 +318,7 @@ def test_commit_on_main_during_validate_is_reported_not_stuck(
     """main moved while the round was measured: no ACCEPT over an unmoved main; the hint (rebase)
     leads to a validation that decides."""
     commit_round(project, "faster", 150)
-    measure = validate_module._measure
+    measure = validate_module.measure_round
 
     def user_commits_meanwhile(*args: object, **kwargs: object) -> bytes:
         raw = measure(*args, **kwargs)  # type: ignore[arg-type]
@@ -328,7 +328,7 @@ def test_commit_on_main_during_validate_is_reported_not_stuck(
         git(project, "update-ref", f"refs/heads/{C.main_branch(NAME)}", moved, head)
         return raw
 
-    monkeypatch.setattr(validate_module, "_measure", user_commits_meanwhile)
+    monkeypatch.setattr(validate_module, "measure_round", user_commits_meanwhile)
     before = verdict.read(g.open_repo(project), git(project, "rev-parse", "HEAD").strip())
     with pytest.raises(CampaignError, match="moved to .* while round 2 was measured") as info:
         validate(project, None)

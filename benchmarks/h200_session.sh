@@ -65,8 +65,9 @@ training)
     tests/kernels/test_custom_ops.py -k "not inductor" 2>&1 | tail -4
   log "host cost per call"
   timeout 110 python3 benchmarks/host_cost.py --repeats 3 2>&1 | tee "$out/host_cost.txt" | tail -20
+  [ -n "${NO_STEP:-}" ] && exit 0
   log "training step"
-  timeout 150 python3 benchmarks/train_step.py --sizes "${STEP_SIZES:-llama3.1-8b}" --modes eager \
+  timeout "${STEP_S:-150}" python3 benchmarks/train_step.py --sizes "${STEP_SIZES:-llama3.1-8b}" --modes eager \
     --providers bf16,fp8-tensorwise 2>&1 | tee "$out/train_step.txt" | tail -20
   ;;
 analyze)
@@ -81,8 +82,8 @@ analyze)
     git checkout -q main
     python3 -m gitcampaign init "a-$op" --op "$op" --shapes shapes.yaml --metric step --target efficiency=0.9
     python3 -m gitcampaign -c "a-$op" prepare --no-hooks >/dev/null
-    [ -s "$out/peaks.json" ] || timeout 90 python3 -m gitcampaign -c "a-$op" calibrate --peaks --json > "$out/peaks.json"
-    timeout 150 python3 -m gitcampaign -c "a-$op" analyze --ncu --json > "$out/analyze-$op.json"
+    [ -s "$out/peaks.json" ] || timeout "${PEAKS_S:-90}" python3 -m gitcampaign -c "a-$op" calibrate --peaks --json > "$out/peaks.json"
+    timeout "${ANALYZE_S:-150}" python3 -m gitcampaign -c "a-$op" analyze --ncu --json > "$out/analyze-$op.json"
     python3 -m gitcampaign -c "a-$op" show 1 2>&1 | tail -30 || true
   done
   ;;

@@ -108,13 +108,15 @@ class Progress:
         started = self.clock()
         outer, self._phase = self._phase, _Phase(name, runs, started)
         self._line(f"{name} ...")
+        ended = "stopped after"  # an error or a signal ended it
         try:
             yield
+            ended = "done in"
         finally:
             elapsed = self.clock() - started
             self.phase_seconds[name] = round(self.phase_seconds.get(name, 0.0) + elapsed, 3)
             self._phase = outer
-            self._line(f"{name}: done in {_clock(elapsed)}", final=True)
+            self._line(f"{name}: {ended} {_clock(elapsed)}", final=True)
 
     def note(self, text: str) -> None:
         """A line of its own: something the user should know before the work it concerns."""
@@ -129,8 +131,10 @@ class Progress:
         watch = threading.Thread(target=self._watch, args=(stop,))  # campaign-lint: allow S1 -- tails a log
         if self.stream is not None:
             watch.start()
+        ended = "stopped after"
         try:
             yield
+            ended = "finished in"
         finally:
             stop.set()
             if watch.is_alive():
@@ -140,7 +144,7 @@ class Progress:
             if self._phase is not None:
                 self._phase.runs_done += 1
                 self._phase.compile_s += run.compile_s
-            self._line(f"{run.what}: finished in {_clock(self.clock() - run.started)}", final=True)
+            self._line(f"{run.what}: {ended} {_clock(self.clock() - run.started)}", final=True)
 
     def _watch(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 from tabulate import tabulate
 
-from gitcampaign import __version__
+from gitcampaign import __version__, process
 from gitcampaign import constants as C
 from gitcampaign.completion import COMPLETE_VAR
 from gitcampaign.errors import CampaignError, CampaignWarning
@@ -34,10 +34,6 @@ EXIT_REJECTED = 1  # `validate --exit-code` on a REJECT, as `git diff --exit-cod
 EXIT_BUG = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process stopped by `kill`
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the process is so that cleanup (`finally`) runs as for ^C."""
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -1145,10 +1141,6 @@ def trust(ctx: click.Context, name: str | None, as_json: bool) -> None:
     _emit(text, result.to_json(), as_json)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def crash_log_path() -> Path:
     """A fresh file per crash in the user's own state folder (never a name shared by all users)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -1162,7 +1154,7 @@ def crash_log_path() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the one place that turns outcomes into exit codes."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, process.terminate)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", CampaignWarning)
@@ -1180,7 +1172,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
-    except Terminated:
+    except process.Terminated:
         click.echo(
             "terminated (SIGTERM): measurements stopped and scratch worktrees removed; refs and notes are "
             "as the last completed step left them\nhint: `git campaign status` shows where the campaign "
@@ -1201,6 +1193,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BUG
     finally:
         signal.signal(signal.SIGTERM, previous)
+        process.clear_termination()
     return code if isinstance(code, int) else 0
 
 

@@ -27,7 +27,7 @@ from gitcampaign import git as g
 from gitcampaign.decision import PairSample
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
-from gitcampaign.process import RUN_TOKEN_ENV, die_with_parent, kill_group, register
+from gitcampaign.process import RUN_TOKEN_ENV, die_with_parent, kill_group, register, signals_deferred, wait
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
@@ -301,20 +301,29 @@ class InTurn:
             run.log_path: after for run, after in zip(runs, runs[1:], strict=False)
         }  # the last has none
         self.waiting: dict[Path, Launch] = {}
+        self.started: list[Launch] = []  # recorded as each starts, until stopped: what __exit__ stops
 
     def __enter__(self) -> InTurn:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for launch in self.waiting.values():
+        for launch in self.started:
             _stop(launch)
+        for launch in self.waiting.values():
             if not launch.run.log_path.stat().st_size:  # it never ran: no empty log of a run to puzzle over
                 launch.run.log_path.unlink()
+        self.started.clear()
         self.waiting.clear()
+
+    def _launch(self, run: LoggedRun, gated: list[str] | None = None) -> Launch:
+        with signals_deferred():  # a ^C or SIGTERM lands once the launch is on record
+            launch = _start(run, gated)
+            self.started.append(launch)
+        return launch
 
     def run(self, run: LoggedRun, timeout_s: float) -> int:
         """Run `run` (started ahead, or now) to its end, its exit code; start the next at the gate."""
-        launch = self.waiting.pop(run.log_path, None) or _start(run)
+        launch = self.waiting.pop(run.log_path, None) or self._launch(run)
         try:
             if launch.process.stdin is not None:  # waiting at the gate: its turn
                 with contextlib.suppress(BrokenPipeError):  # it died waiting: its exit code tells
@@ -323,9 +332,9 @@ class InTurn:
             following = self.next.get(run.log_path)
             gated = gated_argv(following.command, following.cwd) if following is not None else None
             if following is not None and gated is not None:
-                self.waiting[following.log_path] = _start(following, gated)
+                self.waiting[following.log_path] = self._launch(following, gated)
             g.fault_point("measure:harness-started")
-            return launch.process.wait(timeout=timeout_s)
+            return wait(launch.process, timeout_s)
         except subprocess.TimeoutExpired:
             _stop(launch)
             raise CampaignError(
@@ -335,6 +344,7 @@ class InTurn:
             ) from None
         finally:
             _stop(launch)  # children the command left behind after it exited, or all of it on an error
+            self.started.remove(launch)  # its group id may be reused once it is gone
 
 
 def _start(run: LoggedRun, gated: list[str] | None = None) -> Launch:

@@ -9,19 +9,57 @@ folder to use.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 # Every process a command starts carries this variable (inherited by its children), so the next
 # command can find and stop what a killed one left running.
 RUN_TOKEN_ENV = "GITCAMPAIGN_RUN"
 GROUP_EXIT_WAIT_S = 5.0  # SIGKILL is asynchronous: a harness can outlive our exit by a moment
 PROC = Path("/proc")
+POLL_S = 0.2  # how soon a wait on a run notices a SIGTERM whose exception was dropped
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is so that cleanup (`finally`) runs as for ^C."""
+
+
+_TERMINATING = threading.Event()
+
+
+def terminate(signum: int, frame: FrameType | None) -> None:
+    """The commands' SIGTERM handler. Python drops an exception raised inside a finaliser (a
+    `__del__` that was running when the signal came prints "Exception ignored" and goes on), so the
+    request is also remembered: every wait on a run raises it again (wait)."""
+    _TERMINATING.set()
+    raise Terminated
+
+
+def clear_termination() -> None:
+    """Forget a SIGTERM (a command that handled it is done)."""
+    _TERMINATING.clear()
+
+
+def wait(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """`process.wait(timeout_s)` that raises Terminated once a SIGTERM came, even one whose first
+    exception was dropped; subprocess.TimeoutExpired at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not _TERMINATING.is_set():
+        try:
+            return process.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(process.args, timeout_s) from None
+    raise Terminated
 
 
 def pid_alive(pid: int) -> bool:
@@ -53,6 +91,36 @@ def kill_group(pgid: int) -> None:
     except (ProcessLookupError, PermissionError):
         return
     _wait_gone(lambda: _group_running(pgid))
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """^C and SIGTERM wait until the block ends, then act as they would have. A process started
+    inside is in the caller's records before the exception their handler raises can unwind past
+    it: otherwise a signal between `fork` and the record (inside `subprocess.Popen`, say) leaves a
+    harness that no cleanup knows of. Python runs handlers in the main thread, whichever thread
+    the signal reached; elsewhere nothing is deferred."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, FrameType | None]] = []
+
+    def hold(number: int, frame: FrameType | None) -> None:
+        caught.append((number, frame))
+
+    previous = {number: signal.signal(number, hold) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            received, frame = caught[0]
+            handler = previous[signal.Signals(received)]
+            if callable(handler):
+                handler(received, frame)
+            elif handler in (signal.SIG_DFL, None):
+                signal.raise_signal(received)
 
 
 def register(folder: Path, pgid: int, token: str) -> Path:

@@ -93,3 +93,59 @@ def test_pid_alive() -> None:
     assert process.pid_alive(os.getpid())
     assert not process.pid_alive(_dead_pid())
     assert not process.pid_alive(0)
+
+
+def test_signals_deferred_acts_on_a_signal_when_the_block_ends() -> None:
+    """Inside the block a SIGTERM only waits; at its end the handler that was in place runs, once,
+    and is in place again."""
+    import signal
+
+    seen: list[int] = []
+
+    def handler(number: int, frame: object) -> None:
+        seen.append(number)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), process.signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert seen == []  # not yet
+        assert seen == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is handler
+        with process.signals_deferred():
+            pass
+        assert seen == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_dropped_inside_a_finaliser_still_stops_the_wait_on_a_run() -> None:
+    """Python prints and drops an exception raised inside `__del__`: a SIGTERM handled there must
+    still stop the command, at its wait on the harness."""
+    import signal
+
+    class Finalised:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs here, at a backward jump, and its Terminated is dropped
+                pass
+
+    previous = signal.signal(signal.SIGTERM, process.terminate)
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        Finalised()
+        with pytest.raises(process.Terminated):
+            process.wait(run, 60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        process.clear_termination()
+        run.kill()
+        run.wait()
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    with pytest.raises(subprocess.TimeoutExpired):  # forgotten once handled: a wait times out again
+        process.wait(later, 0.3)
+    later.kill()
+    later.wait()

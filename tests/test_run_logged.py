@@ -218,3 +218,42 @@ def test_a_script_that_imports_torch_finds_it_imported_at_its_turn(tmp_path: Pat
     ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
     assert ran["second"]["torch"]
     assert not ran["first"]["torch"]
+
+
+class Stop(Exception):
+    """What the test's SIGTERM handler raises (the CLI's raises Terminated)."""
+
+
+@NEEDS_PROC
+def test_a_sigterm_as_the_next_run_starts_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM that arrives the moment the next run's process exists, before InTurn has it on
+    record, waits until it has: the exception stops both runs, and no process is left."""
+    import signal
+
+    first, second = recorded_runs(tmp_path)
+    started: list[int] = []
+    start = measure._start
+
+    def start_then_signal(run: measure.LoggedRun, gated: list[str] | None = None) -> measure.Launch:
+        launch = start(run, gated)
+        started.append(launch.process.pid)
+        if run is second:
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered now; its handler waits for the record
+        return launch
+
+    def raise_stop(number: int, frame: object) -> None:
+        raise Stop
+
+    monkeypatch.setattr(measure, "_start", start_then_signal)
+    previous = signal.signal(signal.SIGTERM, raise_stop)
+    try:
+        with pytest.raises(Stop), measure.InTurn([first, second]) as turns:
+            turns.run(first, 60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert len(started) == 2
+    for pid in started:
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert not list((tmp_path / ".git" / "campaign" / "procs").iterdir())

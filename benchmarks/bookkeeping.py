@@ -28,6 +28,8 @@ from gitcampaign.campaign import Campaign
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.lineage import lineage_rows
 from gitcampaign.manifest import NoiseFloor, parse_manifest, sha256_bytes
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 NAME = "bench"
 SHAPES = "- {label: a, M: 64, N: 64, K: 64}\n- {label: b, M: 128, N: 64, K: 64}\n- {label: c, M: 256, N: 64, K: 64}\n"
@@ -104,7 +106,7 @@ def build(root: Path, rounds: int) -> None:
                 "round": number,
                 "phase": "VALIDATE",
                 "hypothesis": f"idea {number}",
-                "decision": C.DECISION_ACCEPT if accepted else C.DECISION_REJECT,
+                "decision": Decision.ACCEPT if accepted else Decision.REJECT,
                 "reasons": [] if accepted else [C.REASON_NOT_FASTER],
                 "ratio": 1.01 if accepted else 0.98,
                 "shapes": {s: {"check": "PASS", "ratio": 1.01} for s in "abc"},
@@ -112,13 +114,13 @@ def build(root: Path, rounds: int) -> None:
                 "commit": commit,
             },
         )
-        branch = f"refs/heads/{C.round_branch(NAME, number)}"
+        branch = str(CampaignRef.round_branch(NAME, number))
         if accepted:
             g.update_ref(repo, campaign.main_ref, commit, head, "accept")
             g.update_ref(repo, branch, commit, None, "round")
             head = commit
         else:
-            g.update_ref(repo, C.rejected_ref(NAME, number), commit, None, "pin")
+            g.update_ref(repo, str(CampaignRef.rejected(NAME, number)), commit, None, "pin")
             g.update_ref(repo, branch, head, None, "round")
     _git(root, "checkout", "-q", "-f", campaign.main_branch)
 

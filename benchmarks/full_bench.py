@@ -6,7 +6,7 @@
 
 Its roles (`benchmark_command`, docs/design.md): pick the campaign's representative shapes and do the
 final acceptance. Its numbers come from `torch.utils.benchmark.Timer` and are never compared with the
-quick harness's (different timing engine); the per-round gate is `quick_test_bench.py`.
+quick harness's (different timing engine); each round is measured by `quick_test_bench.py`.
 
 Inputs, references and correctness metrics are the op spec's, through the harness package
 (`gitcampaign.harness`), so both tools run the same op on the same kind of data.

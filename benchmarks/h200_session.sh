@@ -3,7 +3,7 @@
 #   bash benchmarks/h200_session.sh STAGE OUTDIR
 # Stages: a (GPU tests with pinned configs; bf16 GEMM full benchmark on Llama-3.1 8B and 70B),
 # b (fp8 GEMM each scaling, grouped GEMM, fp8 quantisation), spread (quick-harness run-to-run spread;
-# benchmarks/gate_session.sh measures it with the back-to-back harness, and the A/A floor),
+# benchmarks/harness_session.sh measures it with the back-to-back harness, and the A/A floor),
 # training (custom ops, CUDA graphs and compile on the GPU; host cost per call; a training step),
 # analyze (the machine's ceilings, then `git campaign analyze` with Nsight Compute on a bf16 GEMM
 # and a blockwise fp8 GEMM campaign, in a scratch clone).

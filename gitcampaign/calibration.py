@@ -1,9 +1,9 @@
-"""The agreement table of `git campaign calibrate`: the gate against an outside clock, per shape and
+"""The agreement table of `git campaign calibrate`: the harness against an outside clock, per shape and
 phase, for our backend and the vendor's. Pure arithmetic on gitcampaign.crosscheck's records, so the
 benchmark scripts use it on a machine without the git layer.
 
 Per shape the two measures must agree within SHAPE_LIMIT, and the our/vendor ratios within
-RATIO_LIMIT: the decision rule accepts gains of 1-2%, so a gate that bends ratios by more than that
+RATIO_LIMIT: the decision rule accepts gains of 1-2%, so a harness that bends ratios by more than that
 cannot be trusted to rank kernels.
 
 The cross-check measures in rounds (see gitcampaign.crosscheck): each round times both backends with
@@ -76,7 +76,7 @@ class CalibrationRow:
 
     @property
     def harness_ratio(self) -> float:
-        """Our speed over the vendor's, as the gate sees it: the median over the rounds."""
+        """Our speed over the vendor's, as the harness sees it: the median over the rounds."""
         return median(self.harness_ratios)
 
     @property
@@ -108,17 +108,17 @@ class CalibrationRow:
         return (
             f"{self.label} {self.phase}: the ratio is {100 * self.ratio_deviation:+.1f}% off, and the two "
             f"measures held our clock at {self.ours_harness_mhz:.0f}/{self.ours_b2b_mhz:.0f} MHz, the "
-            f"vendor's at {self.vendor_harness_mhz:.0f}/{self.vendor_b2b_mhz:.0f} (gate/outside): a "
+            f"vendor's at {self.vendor_harness_mhz:.0f}/{self.vendor_b2b_mhz:.0f} (harness/outside): a "
             "power-limited clock follows what each loop does besides the op, so this gap is the loops' "
-            "power as much as the gate's timing"
+            "power as much as the harness's timing"
         )
 
     @property
     def ratio_deviation_interval(self) -> tuple[float, float]:
-        """The 95% interval (Student t) of the rounds' own ratio deviations: each round's gate ratio
+        """The 95% interval (Student t) of the rounds' own ratio deviations: each round's harness ratio
         over its outside-clock ratio, minus 1 (two pairs of windows seconds apart); NaN under two rounds."""
         deviations = [
-            gate / b2b - 1.0 for gate, b2b in zip(self.harness_ratios, self.b2b_ratios, strict=True)
+            harness / b2b - 1.0 for harness, b2b in zip(self.harness_ratios, self.b2b_ratios, strict=True)
         ]
         if len(deviations) < 2:
             return math.nan, math.nan

@@ -22,17 +22,9 @@ from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.manifest import COMMAND_FIELDS, Manifest, frozen_changes, parse_manifest
 from gitcampaign.refs import HEADS, MAX_ROUND, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Phase, Status, escape_not_utf8, hypothesis_of
+from gitcampaign.vocabulary import ACCEPTED, Phase, Status, escape_not_utf8, hypothesis_of
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-# The names callers used before `Status` owned the words.
-STATUS_ACCEPTED = Status.ACCEPTED
-STATUS_REJECTED = Status.REJECTED
-STATUS_OPEN = Status.OPEN
-STATUS_EMPTY = Status.EMPTY
-STATUS_PENDING = Status.PENDING
-
 
 MAX_NAME = 64  # the name is a path component of refs and lock files; keep it well under NAME_MAX
 
@@ -465,12 +457,12 @@ class Campaign:
 
 def _decides_round(docs: list[VerdictDoc], number: int) -> bool:
     decision = verdict.standing([doc for doc in docs if doc.round == number])
-    return decision is not None and decision.decision in C.ACCEPTED
+    return decision is not None and decision.decision in ACCEPTED
 
 
 def _accepted(docs: list[VerdictDoc]) -> bool:
     decision = verdict.standing(docs)
-    return decision is not None and decision.decision in C.ACCEPTED
+    return decision is not None and decision.decision in ACCEPTED
 
 
 def _unapplied(
@@ -493,7 +485,7 @@ def _applicable(docs: list[VerdictDoc], accepted_head: str) -> bool:
     decision = verdict.standing(docs)
     if decision is None:
         return False
-    return decision.decision not in C.ACCEPTED or decision.incumbent == accepted_head
+    return decision.decision not in ACCEPTED or decision.incumbent == accepted_head
 
 
 @contextmanager
@@ -593,7 +585,7 @@ def apply_decision(
     pin = campaign.rejected_ref(number)
     with g.repo_lock(repo):
         main = g.rev(repo, campaign.main_ref)
-        if decision in C.ACCEPTED:
+        if decision in ACCEPTED:
             if main not in (incumbent, commit):
                 raise stale_decision(campaign, number, incumbent, main)
             if g.rev(repo, pin) == commit:

@@ -24,6 +24,7 @@ from gitcampaign.completion import COMPLETE_VAR
 from gitcampaign.errors import CampaignError, CampaignWarning
 from gitcampaign.harness.ops import op_names
 from gitcampaign.progress import Progress
+from gitcampaign.vocabulary import ACCEPTED
 
 if TYPE_CHECKING:
     from gitcampaign.commands.show import ShowResult
@@ -278,14 +279,14 @@ _EXECUTOR_HELP = (
 def calibrate(
     ctx: click.Context, all_shapes: bool, forward_only: bool, rounds: int | None, peaks: bool, as_json: bool
 ) -> None:
-    """Check the gate against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
+    """Check the harness against an outside clock: harness vs back-to-back do_bench, ours and vendor's."""
     from gitcampaign.calibration import RATIO_LIMIT, SHAPE_LIMIT, row_notes
     from gitcampaign.commands.calibrate import calibrate as run
 
     if peaks:
         if all_shapes or forward_only or rounds:
             raise click.UsageError(
-                "--peaks measures the GPU, not the gate: drop --all-shapes, --forward-only, --rounds"
+                "--peaks measures the GPU, not the harness: drop --all-shapes, --forward-only, --rounds"
             )
         _peaks(ctx, as_json)
         return
@@ -320,24 +321,24 @@ def calibrate(
     headers = [
         "shape",
         "phase",
-        f"{ours} gate ms",
+        f"{ours} harness ms",
         f"{ours} b2b ms",
         "dev",
-        f"{vendor} gate ms",
+        f"{vendor} harness ms",
         f"{vendor} b2b ms",
         "dev",
-        "ratio gate",
+        "ratio harness",
         "ratio b2b",
         "dev",
-        "spread gate/b2b",
+        "spread harness/b2b",
         "SM MHz",
         "agrees",
     ]
     verdict_line = (
-        f"the gate agrees with the outside clock (per shape within {100 * SHAPE_LIMIT:g}%, ratios within "
+        f"the harness agrees with the outside clock (per shape within {100 * SHAPE_LIMIT:g}%, ratios within "
         f"{100 * RATIO_LIMIT:g}%)"
         if result.agreed
-        else "the gate DISAGREES with the outside clock on the rows marked NO: do not trust its decisions here"
+        else "the harness DISAGREES with the outside clock on the rows marked NO: do not trust its decisions here"
     )
     text = "\n".join(
         [
@@ -346,7 +347,7 @@ def calibrate(
             f"{result.rounds} rounds, {ours} and {vendor} next to each other in each (ABBA); ms and SM MHz: "
             f"medians over the rounds; ratio: {ours} speed / {vendor} speed, the median of the rounds' "
             "ratios; spread: (greatest - least) / median of the rounds' ratios; SM MHz: "
-            f"{ours} gate/b2b, {vendor} gate/b2b",
+            f"{ours} harness/b2b, {vendor} harness/b2b",
             *(f"warning: {w}" for w in result.warnings),
             *(f"note: {note}" for note in row_notes(result.rows)),
             verdict_line,
@@ -583,7 +584,7 @@ def validate(
         progress=progress,
     )
     _emit(_validation_text(result), {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
-    if exit_code and result.decision not in C.ACCEPTED:
+    if exit_code and result.decision not in ACCEPTED:
         ctx.exit(EXIT_REJECTED)
 
 
@@ -959,7 +960,7 @@ def next_(ctx: click.Context, perform: bool, hypothesis: str | None, exit_code: 
     if not as_json and any(done.step == STEP_ROUND for done in outcome.performed):
         _echo_rejected_elsewhere(ctx)
     validated = [done.result for done in outcome.performed if done.step == STEP_VALIDATE]
-    if exit_code and any(result.decision not in C.ACCEPTED for result in validated):
+    if exit_code and any(result.decision not in ACCEPTED for result in validated):
         ctx.exit(EXIT_REJECTED)
 
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-# The harness owns its contract (docs/harness.md) and is read here, never copied: the SNR thresholds
-# in dB (a manifest may only tighten them) and, from the shipped ops' specs, their CSV headers (byte
-# for byte; any drift stops a command). Both read without importing torch.
-from gitcampaign.harness.contract import SNR_THRESHOLDS_DB
+# The harness owns its contract (docs/harness.md) and is read here, never copied: from the shipped
+# ops' specs, their CSV headers (byte for byte; any drift stops a command), read without torch.
 from gitcampaign.harness.ops import registry
-from gitcampaign.refs import CampaignRef
-from gitcampaign.vocabulary import ACCEPTED, Decision
-
-__all__ = ["ACCEPTED", "GEMM_HEADER", "QUANT_HEADER", "SNR_THRESHOLDS_DB", "Decision"]
 
 GEMM_HEADER = registry()["gemm"][1].header()  # the handoff spec's GEMM-class schema
 QUANT_HEADER = registry()["quantize_fp8_rowwise"][1].header()
 
 CAMPAIGNS_DIR = "campaigns"
+
+
+def campaign_dir(campaign: str) -> str:
+    """The campaign's folder in the repository (its manifest, frozen harness and report)."""
+    return f"{CAMPAIGNS_DIR}/{campaign}"
+
+
 MANIFEST_FILE = "manifest.yaml"
 BUNDLE_FILE = "lineage.bundle"  # the campaign's lineage as `export` writes it by default
 HARNESS_FILE = "quick_test_bench.py"  # the frozen harness (and training probe) of a campaign
@@ -51,12 +52,6 @@ METRIC_ALIASES = {
     "bwd-gbs": METRIC_BWD_GBS,
 }
 
-# The names callers used before `Decision` (gitcampaign/vocabulary.py) owned the words.
-DECISION_BASELINE = Decision.BASELINE
-DECISION_ACCEPT = Decision.ACCEPT
-DECISION_ACCEPT_WITH_NOTE = Decision.ACCEPT_WITH_NOTE
-DECISION_REJECT = Decision.REJECT
-
 REASON_CHECK_FAILED = "check_failed"
 REASON_STATIC_CHECK = "static_check"
 REASON_HARNESS_CHANGED = "harness_changed"
@@ -75,20 +70,3 @@ REASON_OUTRUN = (
 # Where a campaign measures: a checkout of the whole commit, or a minimal copy of its workspace paths.
 EXECUTION_REPO = "repo"
 EXECUTION_WORKSPACE = "workspace"
-
-
-# Short forms of `CampaignRef` (gitcampaign/refs.py), which builds and parses every campaign ref.
-def main_branch(campaign: str) -> str:
-    return CampaignRef.main(campaign).branch
-
-
-def round_branch(campaign: str, round_no: int) -> str:
-    return CampaignRef.round_branch(campaign, round_no).branch
-
-
-def rejected_ref(campaign: str, round_no: int) -> str:
-    return str(CampaignRef.rejected(campaign, round_no))
-
-
-def campaign_dir(campaign: str) -> str:
-    return f"{CAMPAIGNS_DIR}/{campaign}"

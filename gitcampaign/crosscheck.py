@@ -8,7 +8,7 @@ with both measures for both backends, back to back:
 1. the campaign's committed harness, our backend's then the vendor's (or the other way round):
    the harness file imported twice, once per backend, each copy with its `BACKEND` fixed as
    `prepare` fixes it, and run on the one shape through its own `main` (its figure and its clock
-   record, exactly as a gate run makes them);
+   record, exactly as a harness run makes them);
 2. the same op on the same kind of inputs timed independently of the harness's timing code, the way
    `triton.testing.do_bench` times, in the same order: one input set reused (each backward on a
    forward of its own, as in training and the harness), calls back to back with a memset of at
@@ -124,7 +124,7 @@ def back_to_back_ms(
     microseconds: its interval then includes the launch (for an fp8 quantisation of 8192x4096, more
     than twice the GPU's time). Where the host does run ahead, the queue hides the launch and the
     clear stays at 256 MB: a longer one lowers the GPU's duty cycle and raises its clock (sized from
-    the launch alone, it read the fp8 GEMMs a few percent faster than the gate). `clear="read"` (an
+    the launch alone, it read the fp8 GEMMs a few percent faster than the harness). `clear="read"` (an
     experiment) reads the buffer
     instead of writing it, leaving L2 with clean lines."""
     import time
@@ -190,7 +190,7 @@ def independent(
     """Both phases back to back (back_to_back_ms) on `input_sets` input sets taken in turn, or
     with `fresh` on inputs drawn before every call. Each timed backward follows a forward of its own, run outside the
     interval, as in the harness: the same GEMM work between the timed calls, so the same duty cycle
-    (a graph kept and run again put none, and read the backward faster than the gate at a higher
+    (a graph kept and run again put none, and read the backward faster than the harness at a higher
     clock). Other than the defaults, experiments:
     benchmarks/dev/agreement_dev.py."""
     import torch

@@ -179,8 +179,10 @@ def demo(
     campaign = Campaign(g.open_repo(root), NAME)
     _, rows = lineage_rows(campaign)
     echo("\n" + log_table(rows, C.METRIC_STEP) + "\n")
-    echo(_git(root, "log", "--no-notes", "--notes=campaign/bench", C.main_branch(NAME)))
+    echo(_git(root, "log", "--no-notes", "--notes=campaign/bench", CampaignRef.main(NAME).branch))
     echo("rejected rounds, pinned under refs/campaign/:")
     pins = f"--glob={CampaignRef.rejected_prefix(NAME)}*"
     echo(_git(root, "log", "--no-walk", "--oneline", "--no-notes", pins))
-    echo(f"explore: cd {root} && git log {C.main_branch(NAME)} && git campaign log && git campaign show 2")
+    echo(
+        f"explore: cd {root} && git log {CampaignRef.main(NAME).branch} && git campaign log && git campaign show 2"
+    )

@@ -51,7 +51,7 @@ from gitcampaign.validation import (
     sessions,
     shape_figures,
 )
-from gitcampaign.vocabulary import Decision, Status
+from gitcampaign.vocabulary import ACCEPTED, Decision, Status
 
 MAX_SWEEPS = 20
 
@@ -136,7 +136,7 @@ def decide_heat(
 def _resume(campaign: Campaign, manifest: Manifest, pending: list[Round]) -> list[ValidateResult]:
     """Apply what a killed `validate --heat` noted: the rejections first, the acceptance last (it
     moves main, which the rejections do not need)."""
-    pending.sort(key=lambda entry: entry.decision is not None and entry.decision.decision in C.ACCEPTED)
+    pending.sort(key=lambda entry: entry.decision is not None and entry.decision.decision in ACCEPTED)
     done = []
     for entry in pending:
         done.append(resume(campaign, manifest, entry))
@@ -145,7 +145,7 @@ def _resume(campaign: Campaign, manifest: Manifest, pending: list[Round]) -> lis
 
 
 def _accepted(results: list[ValidateResult]) -> int | None:
-    return next((entry.round for entry in results if entry.decision in C.ACCEPTED), None)
+    return next((entry.round for entry in results if entry.decision in ACCEPTED), None)
 
 
 def _decide(
@@ -179,7 +179,7 @@ def _decide(
     measured.run([c for c in candidates if not c.result.reasons], pairs, probe, sweeps)
     result.confirmed, result.screen = measured.confirmed, measured.screen
     accepted = next(
-        (c.number for c in candidates if c.number == measured.confirmed and c.result.decision in C.ACCEPTED),
+        (c.number for c in candidates if c.number == measured.confirmed and c.result.decision in ACCEPTED),
         None,
     )
     record = {

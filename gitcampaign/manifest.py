@@ -15,6 +15,7 @@ import yaml
 from gitcampaign import constants as C
 from gitcampaign import safe_yaml
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import Shape, shapes_from_data
 
 MANIFEST_FORMAT = 1
@@ -82,7 +83,7 @@ class Manifest:
 
     def header_hint(self) -> str:
         """How to get the CSV header the baseline froze back, for this campaign's harness."""
-        main = C.main_branch(self.name)
+        main = CampaignRef.main(self.name).branch
         if self.harness_file:
             return (
                 f"restore the harness (`git checkout {main} -- {self.harness_file}`); the schema never"

@@ -241,14 +241,14 @@ class LoggedRun:
     args: tuple[str, ...] = ()
 
 
-# `python SCRIPT.py ARGS` started ahead of its turn runs as `python -c GATE MODULES SCRIPT.py ARGS`.
+# `python SCRIPT.py ARGS` started ahead of its turn runs as `python -c TURN_WAIT MODULES SCRIPT.py ARGS`.
 # It sets sys.path as `python SCRIPT.py` has it before it imports anything (the round's tree never
 # comes before the shield), imports MODULES (torch where the script imports it; the import makes no
 # CUDA context), then waits for "go" on its stdin before it runs the script as `python SCRIPT.py`
 # would (sys.path, argv but for an absolute argv[0], an absolute __file__, __main__; stdin from
 # /dev/null). Without "go" (the tool died, or cancelled the run) it exits without running the
 # script: nothing measures unsupervised.
-GATE = """\
+TURN_WAIT = """\
 import os, sys
 preload, sys.argv = sys.argv[1], sys.argv[2:]
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
@@ -267,9 +267,9 @@ PYTHON = re.compile(r"python[0-9.]*")
 IMPORTS_TORCH = re.compile(r"^\s*(import|from)\s+torch\b", re.MULTILINE)
 
 
-def gated_argv(command: str, cwd: Path) -> list[str] | None:
-    """The argv that starts `command` at the gate (GATE), where it is `python SCRIPT.py [ARGS]`;
-    None for any other command, which starts only in its turn."""
+def waiting_argv(command: str, cwd: Path) -> list[str] | None:
+    """The argv that starts `command` ahead of its turn, waiting for it (TURN_WAIT), where it is
+    `python SCRIPT.py [ARGS]`; None for any other command, which starts only in its turn."""
     words = shlex.split(command) if _simple(command) else []
     if len(words) < 2 or not PYTHON.fullmatch(Path(words[0]).name) or not words[1].endswith(".py"):
         return None
@@ -277,12 +277,12 @@ def gated_argv(command: str, cwd: Path) -> list[str] | None:
         preload = "torch" if IMPORTS_TORCH.search((cwd / words[1]).read_text(errors="replace")) else ""
     except OSError:
         return None  # no such script here: the plain command says so in its log
-    return [words[0], "-c", GATE, preload, *words[1:]]
+    return [words[0], "-c", TURN_WAIT, preload, *words[1:]]
 
 
 @dataclass
 class Launch:
-    """A started LoggedRun: its process (with a stdin pipe when started at the gate) and registry entry."""
+    """A started LoggedRun: its process (with a stdin pipe when started ahead of its turn) and registry entry."""
 
     run: LoggedRun
     process: subprocess.Popen[bytes]
@@ -291,7 +291,7 @@ class Launch:
 
 class InTurn:
     """`runs`, one at a time in their order. While one runs, the next starts where it is a Python
-    script (gated_argv): it makes its interpreter and imports torch, then waits at the gate, so its
+    script (waiting_argv): it makes its interpreter and imports torch, then waits for its turn, so its
     start-up (about a tenth of a harness process on the GPU machine) overlaps the run
     before it instead of following it, without touching the GPU. A run still waiting when the turns
     end (an error, an early stop) is stopped."""
@@ -315,24 +315,24 @@ class InTurn:
         self.started.clear()
         self.waiting.clear()
 
-    def _launch(self, run: LoggedRun, gated: list[str] | None = None) -> Launch:
+    def _launch(self, run: LoggedRun, ahead: list[str] | None = None) -> Launch:
         with signals_deferred():  # a ^C or SIGTERM lands once the launch is on record
-            launch = _start(run, gated)
+            launch = _start(run, ahead)
             self.started.append(launch)
         return launch
 
     def run(self, run: LoggedRun, timeout_s: float) -> int:
-        """Run `run` (started ahead, or now) to its end, its exit code; start the next at the gate."""
+        """Run `run` (started ahead, or now) to its end, its exit code; start the next ahead of its turn."""
         launch = self.waiting.pop(run.log_path, None) or self._launch(run)
         try:
-            if launch.process.stdin is not None:  # waiting at the gate: its turn
+            if launch.process.stdin is not None:  # started ahead and waiting: its turn
                 with contextlib.suppress(BrokenPipeError):  # it died waiting: its exit code tells
                     launch.process.stdin.write(b"go\n")
                     launch.process.stdin.close()
             following = self.next.get(run.log_path)
-            gated = gated_argv(following.command, following.cwd) if following is not None else None
-            if following is not None and gated is not None:
-                self.waiting[following.log_path] = self._launch(following, gated)
+            ahead = waiting_argv(following.command, following.cwd) if following is not None else None
+            if following is not None and ahead is not None:
+                self.waiting[following.log_path] = self._launch(following, ahead)
             g.fault_point("measure:harness-started")
             return wait(launch.process, timeout_s)
         except subprocess.TimeoutExpired:
@@ -347,20 +347,20 @@ class InTurn:
             self.started.remove(launch)  # its group id may be reused once it is gone
 
 
-def _start(run: LoggedRun, gated: list[str] | None = None) -> Launch:
-    """Start `run` through the shell, or where `gated` (gated_argv) is given, at the gate."""
+def _start(run: LoggedRun, ahead: list[str] | None = None) -> Launch:
+    """Start `run` through the shell, or where `ahead` (waiting_argv) is given, ahead of its turn."""
     token = secrets.token_hex(8)
     env = {**tool_env(run.cwd), **bytecode_env(run.cwd), **(run.env or {}), RUN_TOKEN_ENV: token}
     # Standard-library names resolve to the standard library first (gitcampaign/shield): a round
     # cannot change what the harness computes by adding `statistics.py` on its import path.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SHIELD_DIR), env.get("PYTHONPATH")]))
     exec_ = "exec " if _simple(run.command) else ""
-    argv = [*gated, *run.args] if gated else ["/bin/sh", "-c", f'{exec_}{run.command} "$@"', "sh", *run.args]
+    argv = [*ahead, *run.args] if ahead else ["/bin/sh", "-c", f'{exec_}{run.command} "$@"', "sh", *run.args]
     with open(run.log_path, "wb") as log:
         process = subprocess.Popen(
             argv,
             cwd=run.cwd,
-            stdin=subprocess.PIPE if gated else None,
+            stdin=subprocess.PIPE if ahead else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -70,7 +70,7 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     manifest = campaign.manifest()
     trusted = trust.pending(campaign) is None
     if manifest.csv_header is None:
-        return decide(campaign.name, False, [], False, [], trusted=trusted)
+        return choose(campaign.name, False, [], False, [], trusted=trusted)
     problem = campaign.integrity_error()
     if problem is not None:
         return NextStep(campaign.name, STEP_REPAIR, problem.hint, problem.message, False)
@@ -78,12 +78,12 @@ def next_step(repo_path: Path, campaign_name: str | None) -> NextStep:
     _, rows = rows_of(baseline, rounds)
     reached = termination(manifest, rows, shape_limits(campaign, manifest))
     heat = [entry.number for entry in heats.members(campaign, rounds)]
-    return decide(
+    return choose(
         campaign.name, True, rows, campaign.reported(), reached, evidence_of(campaign), trusted, heat
     )
 
 
-def decide(
+def choose(
     name: str,
     has_baseline: bool,
     rows: list[LineageRow],
@@ -93,13 +93,13 @@ def decide(
     trusted: bool = True,
     heat: list[int] | None = None,
 ) -> NextStep:
-    """The next step from where the campaign stands (`status` words the same decision its own way);
+    """The next step from where the campaign stands (`status` words the same choice its own way);
     a step that runs the campaign's commands waits for this clone's approval of them. `heat`: the
     open heat's rounds (gitcampaign.heat), decided together."""
     step = (
         _heat_step(name, rows, heat)
         if heat
-        else _decide(name, has_baseline, rows, reported, reached, evidence)
+        else _choose(name, has_baseline, rows, reported, reached, evidence)
     )
     if trusted or step.step not in (STEP_BASELINE, STEP_VALIDATE, STEP_REPORT, STEP_ANALYZE):
         return step
@@ -134,7 +134,7 @@ def _heat_step(name: str, rows: list[LineageRow], heat: list[int]) -> NextStep:
     return NextStep(name, STEP_VALIDATE, "git campaign validate --heat", why, True)
 
 
-def _decide(
+def _choose(
     name: str,
     has_baseline: bool,
     rows: list[LineageRow],

@@ -2,7 +2,7 @@
 
     python -m gitcampaign.peaks --out PEAKS.json
 
-Each figure is taken at the steady clock, as the gate times kernels: calls back to back for a
+Each figure is taken at the steady clock, as the harness times kernels: calls back to back for a
 pre-roll of PREROLL_S (under its power limit an H200 runs an isolated call at boost clock, 10-25%
 faster than a training step sees), then WINDOWS windows of calls back to back, each timed with CUDA
 events around the whole window; the figure is the median over the windows.

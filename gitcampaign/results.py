@@ -1,7 +1,7 @@
 """Reading the harness CSV: the one reader BASELINE and every VALIDATE share (docs/harness.md).
 
 The header is compared byte for byte with the frozen one; a drifted header, a missing or partial
-row, or an unknown Check value stops the command instead of silently disabling the per-shape gate.
+row, or an unknown Check value stops the command instead of silently disabling the per-shape regression rule.
 """
 
 from __future__ import annotations

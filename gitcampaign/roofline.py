@@ -197,7 +197,7 @@ def metric_unit(metric: str) -> str:
 
 
 def metric_share(value: float, metric: str, op: str, ceilings: Ceilings) -> float | None:
-    """A gate figure (TFLOPS or GB/s of `metric`) as a share of its limit; None where there is none."""
+    """A harness figure (TFLOPS or GB/s of `metric`) as a share of its limit; None where there is none."""
     limit = ceilings.limit(metric_unit(metric), op)
     if limit is None or not math.isfinite(value):
         return None

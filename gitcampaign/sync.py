@@ -31,7 +31,7 @@ from gitcampaign.campaign import Campaign, campaigns, configure_notes
 from gitcampaign.errors import CampaignError
 from gitcampaign.refs import HEADS, IMPORT_LABEL, TRACKING, CampaignRef, RefKind
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Decision, Phase
+from gitcampaign.vocabulary import ACCEPTED, Decision, Phase
 
 NOTES_REFS = (C.NOTES_BENCH, C.NOTES_FULL, C.NOTES_VERDICT, C.NOTES_ENVIRONMENT, C.NOTES_PROFILE)
 CSV_NOTES = (C.NOTES_BENCH, C.NOTES_FULL)
@@ -292,7 +292,7 @@ def integrate(
             superseded = _own_acceptances(repo, name, ours[ref], theirs[ref])
         elif ref == main_ref:
             problems.append(
-                f"{C.main_branch(name)} diverged: {source} accepted "
+                f"{CampaignRef.main(name).branch} diverged: {source} accepted "
                 f"{g.count_commits(repo, ours[ref], theirs[ref])} commit(s) this clone does not have, and "
                 f"this clone accepted {g.count_commits(repo, theirs[ref], ours[ref])} that {source} does not;"
                 " the accepted line is linear and cannot be merged (`git campaign pull --supersede` keeps "
@@ -346,7 +346,7 @@ def _require_manifest(repo: Repo, name: str, main: str, source: str) -> None:
         Campaign(repo, name).manifest(main)
     except CampaignError as exc:
         raise CampaignError(
-            f"{source}'s {C.main_branch(name)} ({main[:12]}) is not a campaign's accepted line: {exc.message};"
+            f"{source}'s {CampaignRef.main(name).branch} ({main[:12]}) is not a campaign's accepted line: {exc.message};"
             " nothing was changed",
             f"bring the campaign from a clone where `git campaign status --campaign {name}` works",
         ) from exc
@@ -360,9 +360,9 @@ def _own_acceptances(repo: Repo, name: str, ours: str, theirs: str) -> list[str]
     for commit in commits:
         standing = verdict.standing(notes.get(commit, []))
         # A superseded one is what a supersede interrupted before main moved back left: go on.
-        if not standing or (standing.decision not in C.ACCEPTED and not verdict.superseded(standing)):
+        if not standing or (standing.decision not in ACCEPTED and not verdict.superseded(standing)):
             raise CampaignError(
-                f"{commit[:12]} on this clone's {C.main_branch(name)} is not an accepted round; "
+                f"{commit[:12]} on this clone's {CampaignRef.main(name).branch} is not an accepted round; "
                 "only accepted rounds can be superseded; nothing was changed",
                 f"look at it with `git show {commit[:12]}`, and settle the two lines by hand",
             )
@@ -394,7 +394,7 @@ def _supersede(
         standing = verdict.standing(notes[commit])
         assert standing is not None and standing.round is not None  # `_own_acceptances` checked it
         accepted_as = next(
-            (doc.round for doc in reversed(notes[commit]) if doc.decision in C.ACCEPTED and doc.round),
+            (doc.round for doc in reversed(notes[commit]) if doc.decision in ACCEPTED and doc.round),
             standing.round,
         )
         number, kept_as = standing.round, ""
@@ -427,8 +427,10 @@ def _supersede(
                     }
                 ),
             )
-        if g.rev(repo, C.rejected_ref(name, number)) is None:
-            g.update_ref(repo, C.rejected_ref(name, number), commit, None, "campaign: pin superseded round")
+        if g.rev(repo, str(CampaignRef.rejected(name, number))) is None:
+            g.update_ref(
+                repo, str(CampaignRef.rejected(name, number)), commit, None, "campaign: pin superseded round"
+            )
         started_from = g.parent(repo, commit)
         if started_from and g.rev(repo, campaign.round_ref(accepted_as)) == commit:  # as a REJECT resets it
             g.move_branch(

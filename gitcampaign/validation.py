@@ -37,7 +37,7 @@ from gitcampaign.progress import Progress
 from gitcampaign.results import aggregate
 from gitcampaign.shapes import Shape
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Decision, Phase
+from gitcampaign.vocabulary import ACCEPTED, Decision, Phase
 
 
 @dataclass
@@ -217,9 +217,7 @@ def resume(campaign: Campaign, manifest: Manifest, pending: Round) -> ValidateRe
             "`git campaign rollback` discards the round, or remove the note (`git notes --ref "
             f"{C.NOTES_VERDICT} remove {pending.commit[:12]}`) and validate again",
         )
-    if (
-        standing.decision in C.ACCEPTED
-    ):  # what accept refuses, a noted accept (by hand, by a pull) does not get
+    if standing.decision in ACCEPTED:  # what accept refuses, a noted accept (by hand, by a pull) does not get
         overfit = C.REASON_OVERFIT in (standing.get("overrides") or [])
         try:
             gates.overridable(campaign.repo, manifest, pending.number, pending.commit, pending.docs, overfit)
@@ -374,14 +372,14 @@ def sessions(
     }
     document["samples"] = sample_records(all_samples)
     on_cluster = plan is not None and plan.config.kind == ex.SLURM
-    if probe and manifest.probe_command and result.decision in C.ACCEPTED and on_cluster:
+    if probe and manifest.probe_command and result.decision in ACCEPTED and on_cluster:
         result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
-    elif probe and manifest.probe_command and result.decision in C.ACCEPTED:
+    elif probe and manifest.probe_command and result.decision in ACCEPTED:
         with progress.phase("training probe", runs=2 * transfer.PROBE_PAIRS):
             moved = transfer.run_probe(trees, manifest, scratch, job.shapes, progress)
         result.transfer, document["probe"] = moved.verdict, moved.record
         if moved.overfit:
-            result.decision, result.reasons = C.DECISION_REJECT, [C.REASON_OVERFIT]
+            result.decision, result.reasons = Decision.REJECT, [C.REASON_OVERFIT]
             result.notes += moved.reasons
     return first.candidate.raw
 

@@ -28,7 +28,7 @@ from gitcampaign import __version__, safe_yaml
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
-from gitcampaign.vocabulary import Decision, Phase, StrEnum, escape_not_utf8
+from gitcampaign.vocabulary import ACCEPTED, Decision, Phase, StrEnum, escape_not_utf8
 
 
 def now() -> str:
@@ -421,7 +421,7 @@ def inconsistency(commit: str, doc: VerdictDoc, facts: CommitFacts | None) -> st
         return None if doc.get("measured_commit") == facts.parent else "not measured on this commit's parent"
     if doc.commit != commit:
         return f"it names commit {str(doc.commit)[:12]} (copied by a rebase or amend, or written by hand)"
-    if phase == Phase.OVERRIDE and decision not in C.ACCEPTED:
+    if phase == Phase.OVERRIDE and decision not in ACCEPTED:
         return None  # a manual rejection (or a superseded round) only pins; it never moves main forward
     if doc.incumbent != facts.parent:
         return "its incumbent is not the commit's parent"
@@ -431,7 +431,7 @@ def inconsistency(commit: str, doc: VerdictDoc, facts: CommitFacts | None) -> st
         return f"phase {phase!r} carries no round decision"
     if doc.get("tree") != facts.tree:
         return "its tree is not the commit's tree"
-    if decision not in C.ACCEPTED:
+    if decision not in ACCEPTED:
         return None
     note = doc.get("csv_note")
     if not isinstance(note, dict) or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob"):

@@ -33,7 +33,7 @@ CPU_RUNS = (
     "vendor.py",
 )
 GPU_ONLY = (
-    "gate_check.py",
+    "harness_check.py",
     "dev/agreement_dev.py",
     "dev/compile_dev.py",
     "dev/fp8_dev.py",
@@ -45,9 +45,9 @@ GPU_ONLY = (
 SHELL = (
     "campaign_session.sh",  # its lanes run on the CPU in tests/test_campaign_session.py
     "cuda_example.sh",
-    "gate_session.sh",
     "gpu_loop_timing.sh",
     "h200_session.sh",
+    "harness_session.sh",
     "multi_gpu_timing.sh",
     "rmsnorm_example.sh",
 )

@@ -60,7 +60,7 @@ def test_limits(ours: tuple[float, float], vendor: tuple[float, float], agrees: 
 
 
 def test_a_ratio_gap_with_one_side_s_clock_moved_says_so() -> None:
-    """H200, 2026-11-30: our fp8 blockwise forward at 1800 MHz in the gate and 1770 outside, the
+    """H200, 2026-11-30: our fp8 blockwise forward at 1800 MHz in the harness and 1770 outside, the
     vendor's at 1980 in both, the ratio 1.6% apart."""
     round_ = one_round((2.48, 2.52), (4.40, 4.40))
     round_["harness"]["ours"]["forward"]["sm_mhz"] = 1800.0

@@ -1,6 +1,6 @@
 """The rounds of gitcampaign.crosscheck on a fake GPU whose clock moves: why both backends are
 measured in one process, next to each other, in ABBA order. (The measurements themselves need CUDA;
-benchmarks/gate_check.py runs them.)"""
+benchmarks/harness_check.py runs them.)"""
 
 from __future__ import annotations
 

@@ -18,7 +18,9 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import Shape
+from gitcampaign.vocabulary import ACCEPTED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands.test_loop import NAME, commit_round, options  # noqa: E402
@@ -87,7 +89,7 @@ def test_split_shapes_balances_work_and_keeps_order() -> None:
 
 def test_validate_on_two_gpus_pairs_each_shape_on_one_gpu_and_records_it(project: Path, gpus: None) -> None:
     baseline(project, None, gpus="0,1")
-    head = g.rev(g.open_repo(project), f"refs/heads/{C.main_branch(NAME)}")
+    head = g.rev(g.open_repo(project), f"refs/heads/{CampaignRef.main(NAME).branch}")
     assert head is not None
     base_doc = verdict.read(g.open_repo(project), head)[0]
     assert set(base_doc["devices"]["full"]) == {"s-small", "s-mid", "s-odd", "s-large"}
@@ -99,7 +101,7 @@ def test_validate_on_two_gpus_pairs_each_shape_on_one_gpu_and_records_it(project
 
     commit = commit_round(project, "bigger tiles", 120)
     result = validate(project, None, probe=False, gpus="0,1")
-    assert result.decision in C.ACCEPTED
+    assert result.decision in ACCEPTED
     doc = verdict.read(g.open_repo(project), commit)[-1]
     devices = doc["devices"]
     assert set(devices) == set(result.shapes)
@@ -130,7 +132,7 @@ def test_local_executor_end_to_end(project: Path, gpus: None) -> None:
     baseline(project, None)
     commit_round(project, "bigger tiles", 120)
     result = validate(project, None, probe=False, gpus="0,1", executor="local")
-    assert result.decision in C.ACCEPTED
+    assert result.decision in ACCEPTED
     doc = verdict.read(g.open_repo(project), result.commit)[-1]
     assert all(record["job"] for record in doc["devices"].values())  # each shard was a submitit job
 
@@ -197,10 +199,12 @@ def test_slurm_jobs_carry_the_manifest_fields_and_a_cancelled_one_records_nothin
         "time_limit": 30,
         "account": "kern",
     }
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     manifest_path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     git(project, "commit", "-q", "-am", "run the shards on Slurm")
-    git(project, "rebase", "-q", C.main_branch(NAME), C.round_branch(NAME, 2))  # the round on the new head
+    git(
+        project, "rebase", "-q", CampaignRef.main(NAME).branch, CampaignRef.round_branch(NAME, 2).branch
+    )  # the round on the new head
     commit = git(project, "rev-parse", "HEAD").strip()
     before = g.refs_under(g.open_repo(project), "refs/")
     with pytest.raises(CampaignError, match="state CANCELLED") as failed:
@@ -231,6 +235,8 @@ def test_a_heat_on_two_gpus_screens_each_shard_against_an_incumbent_of_its_own(
         runs = {path.name.removesuffix(".csv") for path in (screen / f"gpu{shard}").glob("*.csv")}
         assert runs == {"sweep0-incumbent", "sweep0-round-2", "sweep0-round-3"}
         assert {path.read_text() for path in (screen / f"gpu{shard}").glob("*.device")} == {shard}
-    loser = verdict.read(g.open_repo(project), git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip())[-1]
+    loser = verdict.read(
+        g.open_repo(project), git(project, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip()
+    )[-1]
     assert {record["gpu"] for record in loser["devices"].values()} == {"0", "1"}
     assert set(loser["devices"]) == set(loser["shapes"])

@@ -14,6 +14,7 @@ from test_decision import BASE, LABELS, measure
 
 from gitcampaign import constants as C
 from gitcampaign.decision import MAX_SESSIONS, PairSample, decide, noise_floor, paired_stats, screen
+from gitcampaign.vocabulary import ACCEPTED
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def heat(
     if not contenders:
         return None
     best = contenders[0]
-    return best if validation(rng, candidates[best], noise, pairs, rules) in C.ACCEPTED else None
+    return best if validation(rng, candidates[best], noise, pairs, rules) in ACCEPTED else None
 
 
 def best_of_alone(
@@ -103,7 +104,7 @@ def best_of_alone(
             )
             if outcome.decision is not None:
                 decided[number] = outcome.decision
-    accepted = [n for n, decision in decided.items() if decision in C.ACCEPTED]
+    accepted = [n for n, decision in decided.items() if decision in ACCEPTED]
     return max(accepted, key=lambda n: paired_stats(samples[n], LABELS).ratio) if accepted else None
 
 
@@ -120,7 +121,7 @@ def test_heat_of_copies_keeps_the_single_rounds_false_accept_rate() -> None:
     error), best of alone 0.0398."""
     trials, copies, noise, pairs = 4000, 4, 0.01, 3
     rng = random.Random(11)
-    single = sum(validation(rng, {}, noise, pairs, LOOSE) in C.ACCEPTED for _ in range(trials))
+    single = sum(validation(rng, {}, noise, pairs, LOOSE) in ACCEPTED for _ in range(trials))
     heats = sum(heat(rng, [{}] * copies, noise, pairs, LOOSE) is not None for _ in range(trials))
     naive = sum(best_of_alone(rng, [{}] * copies, noise, pairs, LOOSE) is not None for _ in range(trials))
     single_rate, single_error = rate(single, trials)

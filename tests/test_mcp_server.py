@@ -19,6 +19,8 @@ from fake_project import git, set_kernel  # noqa: E402
 from scratch_campaign import NAME, with_baseline  # noqa: E402
 
 from gitcampaign import constants as C  # noqa: E402
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {
@@ -74,7 +76,7 @@ def test_agent_loop_over_stdio(project: Path) -> None:
             assert {"force", "record_failures"} <= set(report_tool.input_schema["properties"])
 
             opened = data(await client.call_tool("open_round", {"hypothesis": "bigger tiles"}))
-            assert opened["number"] == 2 and opened["branch"] == C.round_branch(NAME, 2)
+            assert opened["number"] == 2 and opened["branch"] == CampaignRef.round_branch(NAME, 2).branch
 
             # The agent edits and commits with git itself; no tool writes a file.
             set_kernel(project, 110)
@@ -87,7 +89,7 @@ def test_agent_loop_over_stdio(project: Path) -> None:
             decided = await client.call_tool("validate", {}, progress_callback=on_progress)
             assert not decided.is_error, decided.content
             verdict = data(decided)
-            assert verdict["decision"] == C.DECISION_ACCEPT and verdict["round"] == 2
+            assert verdict["decision"] == Decision.ACCEPT and verdict["round"] == 2
             assert verdict["ratio"] == pytest.approx(1.10, rel=1e-4)
 
             state = data(await client.call_tool("status", {}))
@@ -107,16 +109,16 @@ def test_agent_loop_over_stdio(project: Path) -> None:
             bench.write_text(bench.read_text().replace("speed = ", "speed = 2 * "))
             git(project, "commit", "-q", "-am", "Hypothesis: harness\nChange: harness")
             gated = data(await client.call_tool("validate", {}))
-            assert (gated["decision"], gated["reasons"]) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+            assert (gated["decision"], gated["reasons"]) == (Decision.REJECT, [C.REASON_HARNESS_CHANGED])
             refused = await client.call_tool("accept", {"reason": "looks fine to me"})
             assert refused.is_error and C.REASON_HARNESS_CHANGED in data(refused)["error"]
-            assert git(project, "rev-parse", C.main_branch(NAME)).strip() == round_commit
+            assert git(project, "rev-parse", CampaignRef.main(NAME).branch).strip() == round_commit
 
             # A candidate committed on a branch of its own (another agent's) opens the next round as is.
             git(project, "checkout", "-q", "-b", "candidate", round_commit)
             set_kernel(project, 120)
             git(project, "commit", "-q", "-am", "Hypothesis: even bigger tiles\nChange: speed 120")
-            git(project, "checkout", "-q", C.main_branch(NAME))
+            git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
             picked = data(await client.call_tool("open_round", {"from_ref": "candidate"}))
             assert picked["number"] == 4 and picked["picked"] and picked["next"] == "validate"
             assert git(project, "rev-parse", f"{picked['picked']}^").strip() == round_commit

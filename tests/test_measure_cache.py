@@ -15,8 +15,8 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
-from gitcampaign.constants import ACCEPTED
 from gitcampaign.measure import seed_triton_cache, triton_cache_env
+from gitcampaign.vocabulary import ACCEPTED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_project import git, make_project, set_kernel  # noqa: E402

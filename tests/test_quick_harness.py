@@ -708,7 +708,7 @@ def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows
 
 
 def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> None:
-    """`--profile`: per shape and phase, the calls on the gate's own inputs under torch.profiler
+    """`--profile`: per shape and phase, the calls on the harness's own inputs under torch.profiler
     (CPU operators here), with the work per call and the host's time to issue one."""
     import json
 

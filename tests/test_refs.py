@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from gitcampaign import constants as C
 from gitcampaign.refs import CampaignRef, RefKind
 
 
@@ -68,9 +67,3 @@ def test_prefixes_match_what_the_refs_start_with() -> None:
     assert CampaignRef.from_ref(str(CampaignRef.rejected("d", 2))).kind == RefKind.REJECTED  # type: ignore[union-attr]
     assert str(CampaignRef.heat("d", 2)).startswith(CampaignRef.heat_prefix("d"))
     assert CampaignRef.from_ref(str(CampaignRef.heat("d", 2))).kind == RefKind.HEAT  # type: ignore[union-attr]
-
-
-def test_the_constants_short_forms_are_the_ref_type() -> None:
-    assert C.main_branch("d") == CampaignRef.main("d").branch
-    assert C.round_branch("d", 4) == CampaignRef.round_branch("d", 4).branch
-    assert C.rejected_ref("d", 4) == str(CampaignRef.rejected("d", 4))

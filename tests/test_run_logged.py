@@ -136,7 +136,7 @@ NEEDS_PROC = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the recorder
 
 @NEEDS_PROC
 def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would(tmp_path: Path) -> None:
-    """While a run runs, the next one is already a process, waiting at the gate: its script has not
+    """While a run runs, the next one is already a process, waiting for its turn: its script has not
     run (the first sees it waiting); in its turn it runs as `python sub/second.py ARGS` would."""
     first, second = recorded_runs(tmp_path)
     with measure.InTurn([first, second]) as turns:
@@ -146,7 +146,7 @@ def test_the_next_run_starts_during_this_one_and_runs_its_script_as_python_would
     ran = {name: json.loads((tmp_path / f"{name}.json").read_text()) for name in ("first", "second")}
     assert ran["first"]["waiting"] == 1 and not ran["first"]["second_ran"]
     assert ran["second"]["waiting"] == 0
-    # The second, started at the gate, runs as the first (`python sub/first.py`, in its turn) did,
+    # The second, started ahead of its turn, runs as the first (`python sub/first.py`, in its turn) did,
     # but for an absolute argv[0] and its stdin, which is /dev/null.
     assert ran["first"]["argv"] == ["sub/first.py", "first.json", "0"]
     assert ran["second"]["argv"] == [str(tmp_path / "sub" / "second.py"), "second.json", "3"]
@@ -170,11 +170,11 @@ def test_a_run_still_waiting_when_the_turns_end_is_stopped_unrun(tmp_path: Path)
     assert not list((tmp_path / ".git" / "campaign" / "procs").iterdir())
 
 
-def test_a_gated_run_whose_tool_goes_away_never_runs_its_script(tmp_path: Path) -> None:
+def test_a_run_waiting_for_its_turn_whose_tool_goes_away_never_runs_its_script(tmp_path: Path) -> None:
     """Its stdin closes without "go" (the tool died): it exits, and the script never ran."""
     _, second = recorded_runs(tmp_path)
-    launch = measure._start(second, measure.gated_argv(second.command, second.cwd))
-    assert launch.process.stdin is not None  # started at the gate
+    launch = measure._start(second, measure.waiting_argv(second.command, second.cwd))
+    assert launch.process.stdin is not None  # started ahead of its turn
     launch.process.stdin.close()
     assert launch.process.wait(timeout=60) == 1
     measure._stop(launch)
@@ -182,17 +182,17 @@ def test_a_gated_run_whose_tool_goes_away_never_runs_its_script(tmp_path: Path) 
     assert not (tmp_path / "second.json").exists()
 
 
-def test_which_commands_start_at_the_gate(tmp_path: Path) -> None:
+def test_which_commands_start_ahead_of_their_turn(tmp_path: Path) -> None:
     """`python SCRIPT.py ...` only; torch is imported ahead where the script imports it."""
     (tmp_path / "plain.py").write_text("print(1)\n")
     (tmp_path / "torchy.py").write_text("def main():\n    import torch\n")
     (tmp_path / "bench").write_text("")
-    gated = measure.gated_argv("python3.12 torchy.py --x 1", tmp_path)
-    assert gated == ["python3.12", "-c", measure.GATE, "torch", "torchy.py", "--x", "1"]
-    assert measure.gated_argv(f"{sys.executable} plain.py", tmp_path) == [
+    ahead = measure.waiting_argv("python3.12 torchy.py --x 1", tmp_path)
+    assert ahead == ["python3.12", "-c", measure.TURN_WAIT, "torch", "torchy.py", "--x", "1"]
+    assert measure.waiting_argv(f"{sys.executable} plain.py", tmp_path) == [
         sys.executable,
         "-c",
-        measure.GATE,
+        measure.TURN_WAIT,
         "",
         "plain.py",
     ]
@@ -203,12 +203,12 @@ def test_which_commands_start_at_the_gate(tmp_path: Path) -> None:
         "true && python plain.py",
         "pytest plain.py",
     ):
-        assert measure.gated_argv(command, tmp_path) is None, command
+        assert measure.waiting_argv(command, tmp_path) is None, command
 
 
 @NEEDS_PROC
 def test_a_script_that_imports_torch_finds_it_imported_at_its_turn(tmp_path: Path) -> None:
-    """The gate imports torch ahead for a script that imports it (here in a branch never taken),
+    """The turn wait imports torch ahead for a script that imports it (here in a branch never taken),
     and nothing else: the harness's start-up then skips torch's import."""
     script = RECORDER + "if False:\n    import torch\n"
     first, second = recorded_runs(tmp_path, script)
@@ -236,8 +236,8 @@ def test_a_sigterm_as_the_next_run_starts_leaves_no_process(
     started: list[int] = []
     start = measure._start
 
-    def start_then_signal(run: measure.LoggedRun, gated: list[str] | None = None) -> measure.Launch:
-        launch = start(run, gated)
+    def start_then_signal(run: measure.LoggedRun, ahead: list[str] | None = None) -> measure.Launch:
+        launch = start(run, ahead)
         started.append(launch.process.pid)
         if run is second:
             os.kill(os.getpid(), signal.SIGTERM)  # delivered now; its handler waits for the record

@@ -1,4 +1,4 @@
-"""Why the gate and the outside clock disagree on an op: in one process, rounds of the quick harness
+"""Why the harness and the outside clock disagree on an op: in one process, rounds of the quick harness
 and of variants of `git campaign calibrate`'s back-to-back loop (gitcampaign.crosscheck) on one
 shape, each with its SM clock, power and temperature.
 
@@ -15,12 +15,12 @@ Variants:
               memset leaves it dirty);
 Each round runs them in a rotated order, so that the heat one leaves biases none in particular; then
 the GPU time of drawing one input set (the work b2b-fresh puts between its calls).
-On 2026-11-30 the gate read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
+On 2026-11-30 the harness read grouped gate_up 9-11% faster than b2b at a 13-16% higher clock, both at
 the 700 W limit, and the fp8 quantisers 5-7% faster at 1980 MHz (BENCHMARKS.md). A first run
 (11:33 UTC) left out the memset and the single input set as causes (b2b without the memset, a
 variant since dropped: grouped 1470 MHz, slower still; quantiser 0.0997 ms, the host's launch inside
 the interval), which left the fresh draws.
-Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/gate_check.py. Writes OUT/agreement_dev.json.
+Needs a CUDA GPU; the GEMM configs are pinned as in benchmarks/harness_check.py. Writes OUT/agreement_dev.json.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from gate_check import PICK, PRESETS, child_env, harness_copy  # noqa: E402
+from harness_check import PICK, PRESETS, child_env, harness_copy  # noqa: E402
 
 from gitcampaign.crosscheck import harness_figures, independent, load_harness  # noqa: E402
 from gitcampaign.shapes import dump_shapes, preset  # noqa: E402
@@ -56,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--op", default="grouped_gemm", choices=sorted(PRESETS))
-    parser.add_argument("--pick", type=int, default=0, help="which of gate_check's picked shapes")
+    parser.add_argument("--pick", type=int, default=0, help="which of harness_check's picked shapes")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", default="triton", help="triton (ours) or torch (the vendor)")
     args = parser.parse_args()

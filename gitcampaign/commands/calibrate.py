@@ -1,4 +1,4 @@
-"""`git campaign calibrate`: does the gate agree with an outside clock on this GPU?
+"""`git campaign calibrate`: does the harness agree with an outside clock on this GPU?
 
 On the campaign's shapes it runs, in one process, rounds of the campaign's committed harness and of
 an independent back-to-back measurement (`gitcampaign.crosscheck`: triton's `do_bench` loop, CUDA

@@ -249,7 +249,8 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     main_ref = str(CampaignRef.main(name))
     if g.rev(repo, main_ref) is not None:
         raise CampaignError(
-            f"campaign {name} already exists", f"pick another name, or `git checkout {C.main_branch(name)}`"
+            f"campaign {name} already exists",
+            f"pick another name, or `git checkout {CampaignRef.main(name).branch}`",
         )
     folder = C.campaign_dir(name)
     op = target_op(root, options, committed_spec(repo, head, options.op_spec) if options.op_spec else None)
@@ -336,7 +337,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     )
     commit = g.commit_files(
         repo,
-        C.main_branch(name),
+        CampaignRef.main(name).branch,
         {
             manifest.path: manifest.to_yaml(),
             **({shape_copy: dump_shapes(shapes).encode()} if shape_copy else {}),
@@ -347,7 +348,7 @@ def init(repo_path: Path, options: InitOptions) -> InitResult:
     )
     # The campaign this clone made runs its commands: the person who named them approved them.
     trust.approve(Campaign(repo, name))
-    g.checkout(repo, C.main_branch(name))
+    g.checkout(repo, CampaignRef.main(name).branch)
     configure_notes(repo)
     return InitResult(name, commit, CampaignRef.main(name).branch)
 

@@ -14,6 +14,7 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.harness.build import frozen_harness
 from gitcampaign.harness.ops import spec_of
 from gitcampaign.manifest import Manifest
+from gitcampaign.refs import CampaignRef
 
 
 @dataclass
@@ -27,7 +28,7 @@ class PrepareResult:
 
 
 def frozen_files(repo: Any, head: str, manifest: Manifest) -> dict[str, bytes]:
-    """The campaign's frozen harness (its gate and its training probe) and the op spec it measures,
+    """The campaign's frozen harness (its per-shape measurement and its training probe) and the op spec it measures,
     where the manifest's commands run them."""
     folder = C.campaign_dir(manifest.name)
     harness = f"{folder}/{C.HARNESS_FILE}"
@@ -40,7 +41,7 @@ def frozen_files(repo: Any, head: str, manifest: Manifest) -> dict[str, bytes]:
         spec = g.read_file_at(repo, head, manifest.op_spec)
         if spec is None:
             raise CampaignError(
-                f"the op spec {manifest.op_spec} is not committed on {C.main_branch(manifest.name)}",
+                f"the op spec {manifest.op_spec} is not committed on {CampaignRef.main(manifest.name).branch}",
                 f"restore it (`git checkout {manifest.git_commit} -- {manifest.op_spec}`) and commit it",
             )
     else:

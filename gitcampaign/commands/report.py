@@ -39,7 +39,7 @@ from gitcampaign.measure import (
 )
 from gitcampaign.progress import Progress
 from gitcampaign.verdict import VerdictDoc
-from gitcampaign.vocabulary import Phase, Status
+from gitcampaign.vocabulary import ACCEPTED, Phase, Status
 
 
 @dataclass
@@ -297,7 +297,7 @@ def _passed_every_gate(docs: list[VerdictDoc]) -> bool:
     found = validated.get("gates") or {}
     shapes = validated.get("shapes") or {}
     return (
-        validated.decision in C.ACCEPTED
+        validated.decision in ACCEPTED
         and not found.get("static")
         and not found.get("protected_changed")
         and bool(shapes)

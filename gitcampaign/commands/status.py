@@ -11,7 +11,7 @@ from gitcampaign import git as g
 from gitcampaign.campaign import opened
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.lineage import LineageRow, rows_of, shape_limits, termination
-from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, decide, evidence_of
+from gitcampaign.next_step import STEP_COMMIT, STEP_DONE, STEP_VALIDATE, NextStep, choose, evidence_of
 from gitcampaign.vocabulary import Status
 
 
@@ -72,7 +72,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
     unfinished = g.unfinished(repo)
     problem = campaign.integrity_error()
     step = _next_text(
-        decide(
+        choose(
             campaign.name,
             manifest.csv_header is not None,
             rows,
@@ -120,7 +120,7 @@ def status(repo_path: Path, campaign_name: str | None, fetch: bool = False) -> S
 
 
 def _next_text(step: NextStep, last: LineageRow | None, kept: str | None = None) -> str:
-    """`status`'s wording of the next step `next_step.decide` chose, with the open round's number (and the
+    """`status`'s wording of the next step `next_step.choose` chose, with the open round's number (and the
     measurement sessions an interrupted validate of it kept)."""
     if step.step in (STEP_VALIDATE, STEP_COMMIT) and "--heat" in step.command:
         return f"{step.command}  ({step.why})"

@@ -71,7 +71,7 @@ class Bank:
     """The timed calls' inputs, without a draw per call. Drawing a set of random inputs costs the
     GPU more than copying it (a Mixtral layer's expert weights take longer to draw than the layer's
     GEMM takes to run), and draws between back-to-back calls lower their duty cycle, so the calls run
-    above the clock they hold back to back (BENCHMARKS.md, the gate's agreement). So the values of
+    above the clock they hold back to back (BENCHMARKS.md, the harness's agreement). So the values of
     each input (one bank per size, dtype and fill) are drawn once, and every tensor taken is a view:
     - at an address no earlier take had (a cache keyed on identity or address never hits), with
       contents no earlier take had (a cache keyed on the storage answers wrongly);

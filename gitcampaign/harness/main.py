@@ -1,8 +1,8 @@
 """The entry point: read the request, set up device, clock and seal (before the kernels are
-imported), then run the gate over every shape and write the CSV, or the training probe, or a profile.
+imported), then time and check every shape and write the CSV, or the training probe, or a profile.
 
 Modes (the tool adds `--summary-csv`/`--json`/`--profile` and `--shapes-file`):
-    quick_test_bench.py --summary-csv OUT.csv --shapes-file SHAPES.yaml        the gate
+    quick_test_bench.py --summary-csv OUT.csv --shapes-file SHAPES.yaml        the per-shape CSV
     quick_test_bench.py --train-probe --json OUT.json --shapes-file SHAPES.yaml  the training probe
     quick_test_bench.py --profile OUT.json --shapes-file SHAPES.yaml            a profile (ANALYZE)
 Exit codes: 0 every shape PASS (probe: finite loss), 1 some shape FAIL/ERROR (probe: a loss that is
@@ -65,13 +65,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = _Parser(description="Quick validation harness of a gitcampaign campaign; writes the gate CSV.")
-    parser.add_argument("--summary-csv", type=Path, help="where to write the per-shape CSV (the gate)")
+    parser = _Parser(
+        description="Quick validation harness of a gitcampaign campaign; writes the per-shape CSV."
+    )
+    parser.add_argument("--summary-csv", type=Path, help="where to write the per-shape CSV")
     parser.add_argument(
         "--shapes-file", required=True, type=Path, help="YAML list of shapes (the op spec's fields)"
     )
     parser.add_argument(
-        "--train-probe", action="store_true", help="run the training probe instead of the gate"
+        "--train-probe", action="store_true", help="run the training probe instead of the per-shape CSV"
     )
     parser.add_argument("--json", type=Path, help="the training probe's result")
     parser.add_argument(

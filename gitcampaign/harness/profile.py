@@ -1,6 +1,6 @@
-"""The profile behind `git campaign analyze`: per shape and phase, the op's calls on the gate's own
+"""The profile behind `git campaign analyze`: per shape and phase, the op's calls on the harness's own
 inputs under torch.profiler, broken down by kernel, with the host's time to issue a call beside the
-device's time to run it. It never decides a round: nothing here is timed for the gate."""
+device's time to run it. It never decides a round: nothing here is timed for the CSV."""
 
 from __future__ import annotations
 

@@ -14,8 +14,10 @@ import pytest
 from gitcampaign import constants as C
 from gitcampaign import envinfo
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_PENDING, Campaign
+from gitcampaign.campaign import Campaign
 from gitcampaign.cli import main
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git  # noqa: E402
@@ -141,11 +143,11 @@ def assert_invariants(root: Path, campaign: str, settled: bool = True) -> None:
     assert git(root, "status", "--porcelain", "--untracked-files=no") == "", (
         "index or files disagree with HEAD"
     )
-    main_branch = C.main_branch(campaign)
+    main_branch = CampaignRef.main(campaign).branch
     assert git(root, "rev-list", "--merges", main_branch) == "", "merge commit on the accepted line"
     _, rounds = Campaign(g.open_repo(root), campaign).lineage()
     if settled:
-        assert all(r.status != STATUS_PENDING for r in rounds), "a noted decision was left unapplied"
+        assert all(r.status != Status.PENDING for r in rounds), "a noted decision was left unapplied"
 
 
 def next_command(root: Path) -> list[str]:

@@ -31,6 +31,8 @@ from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.loop import STEP_ANALYZE, STEP_ROUND, next_step, run_next
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import HARNESS_BEFORE_PROFILING, git, make_project  # noqa: E402
@@ -48,7 +50,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def head(root: Path) -> str:
-    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+    return git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
 
 def note(root: Path, commit: str) -> bytes:
@@ -88,7 +90,7 @@ def test_a_second_profile_adds_to_the_note_and_a_round_is_profiled_in_its_own_tr
     assert [list(doc["shapes"]) for doc in docs] == [LABELS, ["s-odd"]]
 
     rejected = commit_round(project, "smaller tiles", 50)
-    assert validate(project, None, probe=False).decision == C.DECISION_REJECT
+    assert validate(project, None, probe=False).decision == Decision.REJECT
     slower = analyze(project, None, 2, shape="s-large")
     assert (slower.commit, slower.round) == (rejected, 2)  # the pinned commit, not the accepted head
     assert slower.shapes["s-large"]["forward"]["gpu_ms_per_call"] == pytest.approx(2 * 512**3 / 55e9 * 1e3)
@@ -227,8 +229,8 @@ def test_next_asks_for_a_profile_after_two_rollbacks_and_the_isa_after_four(proj
     assert status(project, None).next == "git campaign analyze"
     done = run_next(project, None, "bigger tiles from the profile")
     assert [one.step for one in done.performed] == [STEP_ANALYZE, STEP_ROUND]  # profiled, then the round
-    git(project, "checkout", "-q", C.main_branch(NAME))
-    git(project, "branch", "-q", "-D", C.round_branch(NAME, 4))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
+    git(project, "branch", "-q", "-D", CampaignRef.round_branch(NAME, 4).branch)
     assert next_step(project, None).step == STEP_ROUND  # the incumbent has its profile now
 
     for number in range(2):

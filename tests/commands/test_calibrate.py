@@ -1,5 +1,5 @@
 """`git campaign calibrate` without a GPU: what it refuses, and that a failure records nothing.
-(The measurement itself needs a GPU: BENCHMARKS.md has its figures and `benchmarks/gate_check.py`.)"""
+(The measurement itself needs a GPU: BENCHMARKS.md has its figures and `benchmarks/harness_check.py`.)"""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cpp_extension"
 NAME = "matmul"
@@ -88,7 +90,7 @@ def test_compiled_extension_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ),
     )
     baseline(root, NAME)
-    start = git(root, "rev-parse", C.main_branch(NAME)).strip()
+    start = git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
     base_doc = verdict(root, start)
     assert set(base_doc["build"]) == {"incumbent", "candidate"} and base_doc["tests"]["passed"]
 
@@ -96,7 +98,7 @@ def test_compiled_extension_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyP
     # baseline built them in the same tree, so its build is restored; the candidate compiles.
     good = commit_round(root, "i-p-j order vectorises the inner loop", NAIVE, ROW_ORDER)
     result = validate(root, NAME)
-    assert result.decision in C.ACCEPTED and result.ratio > 1.5, result
+    assert result.decision in ACCEPTED and result.ratio > 1.5, result
     doc = verdict(root, good)
     assert "cached_from" in doc["build"]["incumbent"] and "cached_from" not in doc["build"]["candidate"]
     assert doc["build"]["candidate"]["seconds"] > 0 and doc["tests"]["passed"]
@@ -111,15 +113,15 @@ def test_compiled_extension_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyP
     # Round 3 does not compile: REJECT build_failed with the compiler's words, nothing measured.
     broken = commit_round(root, "unroll the inner loop by 4", "c[i * n + j] += a_ip", "c[i * n + jj] += a_ip")
     result = validate(root, NAME)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_BUILD_FAILED])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_BUILD_FAILED])
     doc = verdict(root, broken)
     assert "jj" in doc["build"]["candidate"]["output"] and doc["build"]["candidate"]["passed"] is False
     assert "sessions" not in doc and "tests" not in doc
-    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == good
+    assert git(root, "rev-parse", CampaignRef.main(NAME).branch).strip() == good
 
     final = report(root, NAME)
     assert (final.acceptance, final.clean_diff) == ("passed", True) and final.ratio > 1.5
-    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "holds only the accepted rounds' changes: 1 file(s)" in text and "`csrc/matmul.cpp`" in text
     assert "unroll the inner loop by 4 (REJECT build_failed)" in text
     assert "from accepted round(s) 2;" in text and "`python -m pytest -q`: **passed**" in text

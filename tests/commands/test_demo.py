@@ -21,7 +21,9 @@ from gitcampaign.demo_flow import (
     demo,
     scripted_rounds,
 )
+from gitcampaign.refs import CampaignRef
 from gitcampaign.shapes import preset
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 
 def git(root: Path, *args: str) -> str:
@@ -37,20 +39,20 @@ def test_demo_runs_the_whole_loop(tmp_path: Path) -> None:
     decisions = {}
     for number in (2, 3, 4):
         commit = (
-            git(root, "rev-parse", C.rejected_ref(NAME, number))
+            git(root, "rev-parse", str(CampaignRef.rejected(NAME, number)))
             if number > 2
-            else git(root, "rev-parse", C.round_branch(NAME, number))
+            else git(root, "rev-parse", CampaignRef.round_branch(NAME, number).branch)
         )
         docs = list(yaml.safe_load_all(git(root, "notes", "--ref", C.NOTES_VERDICT, "show", commit.strip())))
         decisions[number] = (docs[-1]["decision"], docs[-1]["reasons"], docs[-1].get("transfer"))
-    assert decisions[2][0] in C.ACCEPTED  # bigger tiles help
+    assert decisions[2][0] in ACCEPTED  # bigger tiles help
     assert decisions[2][2] is not None  # the training probe ran on the accepted round
-    assert decisions[3][:2] == (C.DECISION_REJECT, [C.REASON_SHAPE_REGRESSION])  # planted slower
-    assert decisions[4][:2] == (C.DECISION_REJECT, [C.REASON_TESTS_FAILED])  # planted wrong: K tails
-    main_log = git(root, "log", "--format=%s", C.main_branch(NAME))
+    assert decisions[3][:2] == (Decision.REJECT, [C.REASON_SHAPE_REGRESSION])  # planted slower
+    assert decisions[4][:2] == (Decision.REJECT, [C.REASON_TESTS_FAILED])  # planted wrong: K tails
+    main_log = git(root, "log", "--format=%s", CampaignRef.main(NAME).branch)
     assert main_log.splitlines()[0] == f"campaign {NAME}: report"
     assert "Notes (campaign/bench)" in output  # the printed lineage carries the CSV notes
-    report = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    report = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "T3 max iterations" in report and "planted: wrong" in report
     assert (root / ".git" / "hooks" / "commit-msg").exists()
     assert git(root, "status", "--porcelain", "--untracked-files=no") == ""

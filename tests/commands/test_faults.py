@@ -14,12 +14,14 @@ import pytest
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_REJECTED, Campaign
+from gitcampaign.campaign import Campaign
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
 from gitcampaign.commands.status import status
 from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Status
 
 # Children are forked and checked through /proc: Linux, as in CI.
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc")
@@ -76,17 +78,17 @@ def heat_decided(root: Path) -> None:
     from gitcampaign import heat
 
     assert [round_status(root, number) for number in (2, 3, 4)] == [
-        STATUS_REJECTED,
-        STATUS_REJECTED,
-        STATUS_ACCEPTED,
+        Status.REJECTED,
+        Status.REJECTED,
+        Status.ACCEPTED,
     ]
-    assert main_sha(root) == git(root, "rev-parse", C.round_branch(NAME, 4)).strip()
+    assert main_sha(root) == git(root, "rev-parse", CampaignRef.round_branch(NAME, 4).branch).strip()
     campaign = Campaign(g.open_repo(root), NAME)
     assert heat.members(campaign, campaign.lineage()[1]) == []
 
 
 def main_sha(root: Path) -> str:
-    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+    return git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
 
 def round_status(root: Path, number: int) -> str:
@@ -95,13 +97,13 @@ def round_status(root: Path, number: int) -> str:
 
 
 def accepted_round_2(root: Path) -> None:
-    assert round_status(root, 2) == STATUS_ACCEPTED
-    assert main_sha(root) == git(root, "rev-parse", C.round_branch(NAME, 2)).strip()
+    assert round_status(root, 2) == Status.ACCEPTED
+    assert main_sha(root) == git(root, "rev-parse", CampaignRef.round_branch(NAME, 2).branch).strip()
 
 
 def rejected_round_2(root: Path) -> None:
-    assert round_status(root, 2) == STATUS_REJECTED
-    assert g.rev(g.open_repo(root), C.rejected_ref(NAME, 2)) is not None
+    assert round_status(root, 2) == Status.REJECTED
+    assert g.rev(g.open_repo(root), str(CampaignRef.rejected(NAME, 2))) is not None
 
 
 def has_baseline(root: Path) -> None:
@@ -110,15 +112,15 @@ def has_baseline(root: Path) -> None:
 
 def rolled_back(root: Path) -> None:
     rejected_round_2(root)
-    pin = git(root, "rev-parse", C.rejected_ref(NAME, 2)).strip()
-    assert git(root, "rev-parse", f"{C.main_branch(NAME)}^").strip() == pin
-    assert git(root, "rev-parse", f"{C.main_branch(NAME)}^{{tree}}") == git(
+    pin = git(root, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip()
+    assert git(root, "rev-parse", f"{CampaignRef.main(NAME).branch}^").strip() == pin
+    assert git(root, "rev-parse", f"{CampaignRef.main(NAME).branch}^{{tree}}") == git(
         root, "rev-parse", f"{pin}^^{{tree}}"
     )
 
 
 def reported(root: Path) -> None:
-    report_file = f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_FILE}"
+    report_file = f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/{C.REPORT_FILE}"
     assert g.rev(g.open_repo(root), report_file, peel="") is not None
 
 
@@ -314,7 +316,7 @@ def _two_campaign_repo(root: Path) -> None:
     for name, speed in (("one", 150), ("two", 50)):
         from gitcampaign.commands.round import open_round
 
-        git(root, "checkout", "-q", C.main_branch(name))
+        git(root, "checkout", "-q", CampaignRef.main(name).branch)
         open_round(root, name, f"speed {speed}")
         set_kernel(root, speed)
         git(root, "commit", "-q", "-am", f"Hypothesis: h\nChange: speed {speed}")
@@ -323,13 +325,13 @@ def _two_campaign_repo(root: Path) -> None:
 def test_two_campaigns_validating_at_once(tmp_path: Path) -> None:
     root = tmp_path / "p"
     _two_campaign_repo(root)
-    git(root, "checkout", "-q", C.main_branch("one"))
+    git(root, "checkout", "-q", CampaignRef.main("one").branch)
     results = _race([(root, ["-c", "one", "validate"]), (root, ["-c", "two", "validate"])])
     assert [code for code, _ in results] == [0, 0], results
     repo = g.open_repo(root)
     one = Campaign(repo, "one").lineage()[1][0]
     two = Campaign(repo, "two").lineage()[1][0]
-    assert (one.status, two.status) == (STATUS_ACCEPTED, STATUS_REJECTED)
+    assert (one.status, two.status) == (Status.ACCEPTED, Status.REJECTED)
     for entry in (one, two):
         assert entry.commit and verdict.read(repo, entry.commit)
         assert g.read_note(repo, C.NOTES_BENCH, entry.commit) is not None
@@ -342,13 +344,13 @@ def test_two_worktrees_racing(tmp_path: Path) -> None:
     root = tmp_path / "p"
     _two_campaign_repo(root)
     other = tmp_path / "second worktree"
-    git(root, "checkout", "-q", C.main_branch("one"))
-    git(root, "worktree", "add", "-q", str(other), C.round_branch("two", 2))
+    git(root, "checkout", "-q", CampaignRef.main("one").branch)
+    git(root, "worktree", "add", "-q", str(other), CampaignRef.round_branch("two", 2).branch)
     results = _race([(root, ["-c", "one", "validate"]), (other, ["-c", "two", "validate"])])
     assert [code for code, _ in results] == [0, 0], results
     repo = g.open_repo(root)
-    assert Campaign(repo, "one").lineage()[1][0].status == STATUS_ACCEPTED
-    assert Campaign(repo, "two").lineage()[1][0].status == STATUS_REJECTED
+    assert Campaign(repo, "one").lineage()[1][0].status == Status.ACCEPTED
+    assert Campaign(repo, "two").lineage()[1][0].status == Status.REJECTED
     assert_invariants(root, "one")
     assert_invariants(other, "two")
 
@@ -358,10 +360,10 @@ def test_two_clones_racing(templates: dict[str, Path], tmp_path: Path) -> None:
     first = clone_state(templates["validate-accept"], tmp_path / "first")
     second = tmp_path / "second"
     git(tmp_path, "clone", "-q", "--shared", str(first), str(second))
-    git(second, "branch", "-q", C.main_branch(NAME), f"origin/{C.main_branch(NAME)}")
+    git(second, "branch", "-q", CampaignRef.main(NAME).branch, f"origin/{CampaignRef.main(NAME).branch}")
     git(second, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
     trust(second, NAME)  # a clone runs no campaign command it has not approved
-    assert git(second, "symbolic-ref", "--short", "HEAD").strip() == C.round_branch(NAME, 2)
+    assert git(second, "symbolic-ref", "--short", "HEAD").strip() == CampaignRef.round_branch(NAME, 2).branch
     results = _race([(first, ["validate"]), (second, ["validate"])])
     assert [code for code, _ in results] == [0, 0], results
     for root in (first, second):

@@ -22,6 +22,8 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -47,7 +49,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def main_sha(root: Path) -> str:
-    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+    return git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
 
 def verdicts(root: Path, commit: str) -> list[dict]:
@@ -97,7 +99,7 @@ def test_no_override_accepts_a_gate_rejected_round(project: Path, reason: str) -
     git(project, "commit", "-q", "--no-verify", "-am", "Hypothesis: h\nChange: c")
     commit = git(project, "rev-parse", "HEAD").strip()
     result = validate(project, None)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [reason])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [reason])
     head, notes = main_sha(project), verdicts(project, commit)
     with pytest.raises(CampaignError, match=f"failed the {reason} gate") as refused:
         accept(project, None, 2, "looks fine to me")
@@ -107,7 +109,7 @@ def test_no_override_accepts_a_gate_rejected_round(project: Path, reason: str) -
     assert main(["-C", str(project), "accept", "2", "-m", "x"]) == 1
     assert main(["-C", str(project), "accept", "2", "--override-overfit", "-m", "x"]) == 1
     assert main_sha(project) == head and verdicts(project, commit) == notes  # nothing noted, nothing moved
-    assert git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip() == commit
+    assert git(project, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip() == commit
 
 
 def test_overfit_is_overridden_only_with_its_own_flag_and_the_report_says_so(
@@ -127,7 +129,7 @@ def test_overfit_is_overridden_only_with_its_own_flag_and_the_report_says_so(
     assert override["notes"] == ["probe too small"]
 
     report(project, None, force=True)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "round 2: accepted by manual override of REJECT (overfit): probe too small" in markdown
     assert "REJECT-as-overfit" in markdown
     assert "Every accepted round passed" not in markdown
@@ -148,15 +150,15 @@ def test_a_round_nobody_validated_is_never_accepted(project: Path) -> None:
 
 def test_the_speed_rules_stay_overridable_and_the_report_says_override(project: Path) -> None:
     commit_round(project, "faster", 120)
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
     slower = commit_round(project, "simpler, slower", 95)
     assert validate(project, None).reasons == [C.REASON_SHAPE_REGRESSION]
-    assert accept(project, None, None, "keeps the code simpler").decision == C.DECISION_ACCEPT
+    assert accept(project, None, None, "keeps the code simpler").decision == Decision.ACCEPT
     assert main_sha(project) == slower
     assert verdicts(project, slower)[-1]["overrides"] == [C.REASON_SHAPE_REGRESSION]
 
     report(project, None, force=True)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert (
         "round 3: accepted by manual override of REJECT (shape_regression): keeps the code simpler"
         in markdown
@@ -177,7 +179,7 @@ def test_the_harness_changed_reproduction_ends_at_accept(project: Path) -> None:
     assert validate(project, None).reasons == [C.REASON_HARNESS_CHANGED]
     assert main(["-C", str(project), "accept", "2", "-m", "x"]) == 1
     report(project, None, force=True)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "0 accepted, 1 rejected" in markdown and "rolled back" not in markdown
     assert "- no accepted rounds" in markdown
 
@@ -204,7 +206,7 @@ def _forge(root: Path, commit: str, **fields: object) -> None:
         "campaign": NAME,
         "round": 2,
         "phase": "VALIDATE",
-        "decision": C.DECISION_REJECT,
+        "decision": Decision.REJECT,
         "reasons": [C.REASON_NOT_FASTER],
         "commit": commit,
         "incumbent": git(root, "rev-parse", f"{commit}^").strip(),
@@ -258,11 +260,11 @@ def test_a_noted_accept_no_gate_allows_is_rejected_by_validate(project: Path) ->
     assert validate(project, None).reasons == [C.REASON_HARNESS_CHANGED]
     head = main_sha(project)
     incumbent = git(project, "rev-parse", f"{commit}^").strip()
-    accepted = {"phase": "OVERRIDE", "decision": C.DECISION_ACCEPT, "override": True, "incumbent": incumbent}
+    accepted = {"phase": "OVERRIDE", "decision": Decision.ACCEPT, "override": True, "incumbent": incumbent}
     _forge(project, commit, reasons=[C.REASON_MANUAL], **accepted)
     assert status(project, None).rounds["pending"] == 1
     result = validate(project, None)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_HARNESS_CHANGED])
     assert "a noted accept of this commit was refused" in result.notes[0]
     assert main_sha(project) == head and status(project, None).rounds["rejected"] == 1
-    assert verdicts(project, commit)[-1]["decision"] == C.DECISION_REJECT
+    assert verdicts(project, commit)[-1]["decision"] == Decision.REJECT

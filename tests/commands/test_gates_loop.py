@@ -18,6 +18,8 @@ from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -54,13 +56,13 @@ def test_validate_runs_the_tests_a_skipped_hook_did_not(
     git(root, "commit", "-q", "--no-verify", "-am", "Hypothesis: no tail\nChange: drop the K-tail branch")
     commit = git(root, "rev-parse", "HEAD").strip()
     result = validate(root, None)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_TESTS_FAILED])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_TESTS_FAILED])
     doc = verdict(root, commit)
     assert doc["tests"]["exit_code"] == 1 and "edge cases fail" in doc["tests"]["output"]
     assert any("edge cases fail" in note for note in result.notes)
     assert "sessions" not in doc  # rejected before any measurement
     assert len(git(root, "notes", "--ref", C.NOTES_BENCH, "list").splitlines()) == 1  # the baseline's only
-    assert git(root, "rev-parse", C.rejected_ref(NAME, 2)).strip() == commit
+    assert git(root, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip() == commit
 
 
 def test_baseline_refuses_a_red_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,26 +74,28 @@ def test_baseline_refuses_a_red_start(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(CampaignError, match="failed its tests") as info:
         baseline(root, None)
     assert "edge cases fail" in info.value.message
-    manifest = yaml.safe_load(git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/manifest.yaml"))
+    manifest = yaml.safe_load(
+        git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/manifest.yaml")
+    )
     assert manifest["csv_header"] is None  # nothing recorded
 
 
 def test_report_runs_the_acceptance_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = start(tmp_path / "proj", monkeypatch, acceptance_command=FAILING_SUITE, max_iterations=1)
     good = commit_round(root, "faster", 120)
-    assert validate(root, None).decision in C.ACCEPTED
-    head = git(root, "rev-parse", C.main_branch(NAME)).strip()
+    assert validate(root, None).decision in ACCEPTED
+    head = git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
     with pytest.raises(CampaignError, match="acceptance suite failed") as info:
         report(root, None)
     assert "test_full_suite: 1 failed" in info.value.message and "--record-failures" in info.value.hint
-    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == head  # no report committed
+    assert git(root, "rev-parse", CampaignRef.main(NAME).branch).strip() == head  # no report committed
     with pytest.raises(CampaignError, match="acceptance suite failed"):
         report(root, None, force=True)  # stopping the campaign (T4) does not wave a failing suite through
-    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == head
+    assert git(root, "rev-parse", CampaignRef.main(NAME).branch).strip() == head
 
     result = report(root, None, record_failures=True)
     assert (result.acceptance, result.clean_diff) == ("failed", True)
-    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "**FAILED** on the final head" in text and "test_full_suite: 1 failed" in text
     assert "recorded with `report --record-failures`" in text
     assert "holds only the accepted rounds' changes: 1 file(s)" in text and "`kernel.py`" in text
@@ -118,7 +122,7 @@ def test_report_flags_a_change_that_skipped_the_rounds(
     assert "unreviewed edit" in info.value.message
     result = report(root, None, record_failures=True)
     assert (result.acceptance, result.clean_diff) == ("passed", False)
-    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "passed** on the final head" in text and "did not go through a round" in text
 
 
@@ -127,13 +131,13 @@ def test_final_diff_counts_a_rolled_back_round_as_undone(
 ) -> None:
     root = start(tmp_path / "proj", monkeypatch, max_iterations=2)
     commit_round(root, "faster", 120)
-    assert validate(root, None).decision in C.ACCEPTED
+    assert validate(root, None).decision in ACCEPTED
     rollback(root, None, 2, "did not transfer to training")
     commit_round(root, "faster, differently", 130)
-    assert validate(root, None).decision in C.ACCEPTED
+    assert validate(root, None).decision in ACCEPTED
     result = report(root, None)
     assert result.clean_diff
-    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "from accepted round(s) 3 and 1 rollback commit(s)" in text
 
 
@@ -151,10 +155,10 @@ def test_workspace_mode_measures_a_minimal_copy(tmp_path: Path, monkeypatch: pyt
     baseline(root, None)
     good = commit_round(root, "faster", 120)
     result = validate(root, None)
-    assert result.decision in C.ACCEPTED
+    assert result.decision in ACCEPTED
     build_log = (runs(root, "round-2") / "build-candidate.log").read_text()
     assert "tree: ['bench.py', 'campaigns', 'kernel.py', 'test_kernel.py']" in build_log
-    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == good  # lands on the real branch
+    assert git(root, "rev-parse", CampaignRef.main(NAME).branch).strip() == good  # lands on the real branch
 
     open_round(root, None, "document the kernel")
     (root / "docs" / "guide.md").write_text("changed outside the workspace\n")

@@ -29,7 +29,8 @@ from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate, validate_heat
 from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import install_hooks
-from gitcampaign.vocabulary import Status
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, options  # noqa: E402
@@ -67,7 +68,7 @@ def heat_round(
 
 
 def main_sha(root: Path) -> str:
-    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+    return git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
 
 def standing(root: Path, commit: str) -> verdict.VerdictDoc:
@@ -92,7 +93,9 @@ def test_heat_accepts_only_the_fastest_and_pins_the_others(project: Path) -> Non
 
     assert (result.accepted, result.confirmed) == (4, 4)
     assert main_sha(project) == fastest
-    assert git(project, "rev-list", "--count", f"{base}..{C.main_branch(NAME)}").strip() == "1"  # linear
+    assert (
+        git(project, "rev-list", "--count", f"{base}..{CampaignRef.main(NAME).branch}").strip() == "1"
+    )  # linear
     assert statuses(project) == {2: Status.REJECTED, 3: Status.REJECTED, 4: Status.ACCEPTED}
     by_round = {entry.round: entry for entry in result.rounds}
     assert by_round[2].reasons == [C.REASON_OUTRUN]
@@ -101,8 +104,10 @@ def test_heat_accepts_only_the_fastest_and_pins_the_others(project: Path) -> Non
     assert by_round[3].ratio == pytest.approx(0.90, rel=1e-4)
     assert result.screen[4] == pytest.approx(1.20, rel=1e-4)
     for number, commit in ((2, faster), (3, slower)):
-        assert git(project, "rev-parse", C.rejected_ref(NAME, number)).strip() == commit  # pinned
-        assert git(project, "rev-parse", C.round_branch(NAME, number)).strip() == base  # reset
+        assert git(project, "rev-parse", str(CampaignRef.rejected(NAME, number))).strip() == commit  # pinned
+        assert (
+            git(project, "rev-parse", CampaignRef.round_branch(NAME, number).branch).strip() == base
+        )  # reset
     repo = g.open_repo(project)
     for commit in (faster, slower, fastest):  # every candidate's CSV and verdict notes are kept
         assert g.read_note(repo, C.NOTES_BENCH, commit) is not None
@@ -110,13 +115,13 @@ def test_heat_accepts_only_the_fastest_and_pins_the_others(project: Path) -> Non
         assert doc["heat"]["rounds"] == [2, 3, 4] and doc["heat"]["accepted"] == 4
         assert doc["device_seconds"] > 0
     winner = standing(project, fastest)
-    assert winner.decision == C.DECISION_ACCEPT and winner["ratio"] == pytest.approx(1.20, rel=1e-4)
+    assert winner.decision == Decision.ACCEPT and winner["ratio"] == pytest.approx(1.20, rel=1e-4)
     assert [s["session"] for s in winner["samples"]] == [1, 1]  # its fresh confirmation's 2 pairs alone
     assert verdict.inconsistency(fastest, winner, verdict.commit_facts(repo, [fastest])[fastest]) is None
     assert repo.git.for_each_ref(heat_prefix()) == ""  # the heat is closed
-    assert "Notes (campaign/verdict)" in git(project, "log", "-1", C.main_branch(NAME))
+    assert "Notes (campaign/verdict)" in git(project, "log", "-1", CampaignRef.main(NAME).branch)
 
-    assert f"git campaign round --from {C.rejected_ref(NAME, 2)} --heat" in by_round[2].notes[-1]
+    assert f"git campaign round --from {str(CampaignRef.rejected(NAME, 2))} --heat" in by_round[2].notes[-1]
     spent = status(project, None)
     assert spent.measurements == 4 and spent.device_seconds > 0  # the baseline and three candidates
 
@@ -144,7 +149,7 @@ def test_heat_of_aa_copies_accepts_none(project: Path, monkeypatch: pytest.Monke
         assert result.confirmed is None
         assert all(entry.reasons == [C.REASON_NOT_FASTER] for entry in result.rounds)
     # A rejected candidate re-opens as it was, in a new heat; on the same head, as a known repeat.
-    reopened = open_round(project, None, "", from_ref=C.rejected_ref(NAME, 3), heat=True)
+    reopened = open_round(project, None, "", from_ref=str(CampaignRef.rejected(NAME, 3)), heat=True)
     assert (reopened.number, reopened.heat, reopened.base) == (5, [5], base)
     assert len(reopened.warnings) == 1 and "round 3" in reopened.warnings[0]
 
@@ -196,7 +201,7 @@ def test_plain_round_and_plain_validate_in_an_open_heat_say_how_to_join_or_close
 
     rollback(project, None, 3, "")  # the empty round leaves; the heat of one is validated as usual
     assert status(project, None).heat == [2]
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     assert validate_heat(project, None).accepted == 2
 
 
@@ -226,7 +231,7 @@ def test_log_rejected_lists_directions_and_round_warns_on_a_repeat(project: Path
     open_round(project, None, "8 warps a program")
     set_kernel(project, 90)
     git(project, "commit", "-q", "-am", "Hypothesis: 8 warps a program\nChange: speed 90")
-    assert validate(project, None).decision == C.DECISION_REJECT
+    assert validate(project, None).decision == Decision.REJECT
     heat_round(project, "bigger tiles", 110)
     heat_round(project, "much bigger tiles", 120)
     validate_heat(project, None)
@@ -262,7 +267,7 @@ def test_agents_commit_to_their_own_rounds_at_once(project: Path, tmp_path: Path
     agents = []
     for index, speed in enumerate((110, 120)):
         tree = tmp_path / f"agent{index}"
-        git(project, "worktree", "add", "-q", "--detach", str(tree), C.main_branch(NAME))
+        git(project, "worktree", "add", "-q", "--detach", str(tree), CampaignRef.main(NAME).branch)
         opened = open_round(tree, None, f"speed {speed}", heat=True)
         assert opened.number == 2 + index
         set_kernel(tree, speed)
@@ -304,7 +309,7 @@ def test_two_validations_of_one_heat_never_run_at_once(project: Path) -> None:
 
     heat_round(project, "bigger tiles", 110)
     heat_round(project, "much bigger tiles", 120)
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     first: list[tuple[int | str, str]] = []
     os.environ["BENCH_MODE"] = "hang"
     try:
@@ -330,7 +335,7 @@ def test_two_validations_of_one_heat_never_run_at_once(project: Path) -> None:
     assert statuses(project) == {2: Status.OPEN, 3: Status.OPEN}
     assert validate_heat(project, None).accepted == 3
     repo = g.open_repo(project)
-    for commit in (git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip(), main_sha(project)):
+    for commit in (git(project, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip(), main_sha(project)):
         assert sum(doc.phase == "VALIDATE" for doc in verdict.read(repo, commit)) == 1  # decided once
 
 
@@ -340,14 +345,14 @@ def test_status_and_report_total_the_device_time_of_every_verdict(project: Path)
     decided = validate_heat(project, None)
     docs = [
         standing(project, git(project, "rev-parse", ref).strip())
-        for ref in (C.rejected_ref(NAME, 2), C.main_branch(NAME))
+        for ref in (str(CampaignRef.rejected(NAME, 2)), CampaignRef.main(NAME).branch)
     ]
     assert decided.device_seconds == pytest.approx(sum(doc["device_seconds"] for doc in docs), abs=0.11)
     assert docs[1]["device_seconds"] > docs[0]["device_seconds"]  # the confirmation is the winner's alone
     before = status(project, None)
     assert before.measurements == 3 and before.device_seconds > decided.device_seconds  # and the baseline's
     report(project, None, force=True)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "- Cost: device time: " in markdown and "over 4 measurements" in markdown
     after = status(project, None)
     assert after.measurements == 4 and after.device_seconds > before.device_seconds

@@ -1,6 +1,6 @@
 """The transfer gate sees the host (issue 38): a round that wins the quick harness's figure but adds
 host time to every call is REJECTed by the training probe, which times whole steps as a training
-loop pays them. Here the gate is the fake project's harness (its figure comes from SPEED) and the
+loop pays them. Here the quick harness is the fake project's (its figure comes from SPEED) and the
 probe is the frozen harness's own, built from an op spec of the project's matmul."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project  # noqa: E402
@@ -99,7 +100,7 @@ def test_a_per_call_host_delay_is_rejected_by_the_probe(
     # The quick harness alone saw a 30% gain and no failed check; the probe saw the host's time.
     assert result.ratio > 1.2
     assert (result.decision, result.reasons, result.transfer) == (
-        C.DECISION_REJECT,
+        Decision.REJECT,
         [C.REASON_OVERFIT],
         "REJECT-as-overfit",
     )

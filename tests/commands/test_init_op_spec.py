@@ -15,6 +15,7 @@ from gitcampaign.campaign import opened
 from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
 from gitcampaign.results import require_metric
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,9 +49,9 @@ def test_the_spec_fills_the_manifest_and_prepare_freezes_it_beside_the_harness(p
     assert set(manifest.protected_paths) >= {"campaigns/rms/quick_test_bench.py", "campaigns/rms/op_spec.py"}
     assert manifest.target_shapes[0] == {"label": "rows-64", "M": 64, "N": 512, "eps": 1e-6}  # default filled
     prepare(project, "rms", install_hooks=False)
-    spec = git(project, "show", f"{C.main_branch('rms')}:campaigns/rms/{C.OP_SPEC_FILE}")
+    spec = git(project, "show", f"{CampaignRef.main('rms').branch}:campaigns/rms/{C.OP_SPEC_FILE}")
     assert spec == (EXAMPLE / "rmsnorm_spec.py").read_text()
-    harness = git(project, "show", f"{C.main_branch('rms')}:campaigns/rms/{C.HARNESS_FILE}")
+    harness = git(project, "show", f"{CampaignRef.main('rms').branch}:campaigns/rms/{C.HARNESS_FILE}")
     assert 'OP = "rmsnorm"' in harness and "import gitcampaign" not in harness
 
 

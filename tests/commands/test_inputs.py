@@ -17,7 +17,9 @@ from gitcampaign.commands.round import MAX_HYPOTHESIS, open_round
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
 from gitcampaign.steps import FinalDiff, Step, report_section
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -37,7 +39,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def manifest_of(root: Path, name: str = NAME) -> dict:
-    return yaml.safe_load(git(root, "show", f"{C.main_branch(name)}:campaigns/{name}/manifest.yaml"))
+    return yaml.safe_load(
+        git(root, "show", f"{CampaignRef.main(name).branch}:campaigns/{name}/manifest.yaml")
+    )
 
 
 # -- the manifest and init ----------------------------------------------------------------------------
@@ -67,7 +71,7 @@ def test_an_empty_test_command_records_no_tests(tmp_path: Path, monkeypatch: pyt
     baseline(root, None)
     commit_round(root, "faster", 120)
     result = validate(root, None)
-    assert result.decision == C.DECISION_ACCEPT
+    assert result.decision == Decision.ACCEPT
     doc = yaml.safe_load(git(root, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit))
     assert "tests" not in doc  # nothing claims tests ran
 

@@ -26,7 +26,8 @@ from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import LineageRow, log_table
-from gitcampaign.vocabulary import Status
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project, set_kernel  # noqa: E402
@@ -76,7 +77,9 @@ def test_init_writes_every_manifest_field(tmp_path: Path, monkeypatch: pytest.Mo
     root = make_project(tmp_path / "p")
     monkeypatch.chdir(root)
     init(root, options())
-    manifest = yaml.safe_load(git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/manifest.yaml"))
+    manifest = yaml.safe_load(
+        git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/manifest.yaml")
+    )
     for field in [
         "target_op",
         "target_backend",
@@ -100,12 +103,12 @@ def test_init_writes_every_manifest_field(tmp_path: Path, monkeypatch: pytest.Mo
         assert field in manifest, field
     assert manifest["primary_metric"] == C.METRIC_STEP
     assert "test_kernel.py" in manifest["protected_paths"] and "bench.py" in manifest["protected_paths"]
-    assert git(root, "branch", "--show-current").strip() == C.main_branch(NAME)
+    assert git(root, "branch", "--show-current").strip() == CampaignRef.main(NAME).branch
     assert C.NOTES_GLOB in git(root, "config", "--get-all", "notes.displayRef")
 
 
 def test_baseline_records_notes_and_manifest(project: Path) -> None:
-    head = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    head = ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}")
     manifest = yaml.safe_load(git(project, "show", f"{head}:campaigns/{NAME}/manifest.yaml"))
     assert manifest["csv_header"] == C.GEMM_HEADER
     assert 3 <= len(manifest["representative_shapes"]) <= 5
@@ -115,36 +118,38 @@ def test_baseline_records_notes_and_manifest(project: Path) -> None:
     full = git(project, "notes", "--ref", C.NOTES_FULL, "show", head)
     assert full.startswith(C.GEMM_HEADER + "\n") and full.count("\n") == 5
     verdict = yaml.safe_load(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", head))
-    assert verdict["decision"] == C.DECISION_BASELINE and verdict["round"] == 1
+    assert verdict["decision"] == Decision.BASELINE and verdict["round"] == 1
     # plain git log shows the campaign notes (notes.displayRef)
-    assert "Notes (campaign/verdict)" in git(project, "log", "-1", C.main_branch(NAME))
+    assert "Notes (campaign/verdict)" in git(project, "log", "-1", CampaignRef.main(NAME).branch)
 
 
 def test_accept_fast_forwards_and_reject_pins(project: Path) -> None:
-    incumbent = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    incumbent = ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}")
     good = commit_round(project, "bigger tiles", 110)
     result = validate(project, None)
-    assert result.decision == C.DECISION_ACCEPT and result.round == 2
+    assert result.decision == Decision.ACCEPT and result.round == 2
     assert result.ratio == pytest.approx(1.10, rel=1e-4)
-    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == good
+    assert ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}") == good
     assert git(project, "rev-parse", f"{good}^").strip() == incumbent  # fast-forward, no merge commit
-    assert git(project, "branch", "--show-current").strip() == C.main_branch(NAME)
+    assert git(project, "branch", "--show-current").strip() == CampaignRef.main(NAME).branch
     bench = git(project, "notes", "--ref", C.NOTES_BENCH, "show", good)
     assert bench.startswith(C.GEMM_HEADER)
 
     slow = commit_round(project, "smaller tiles", 95)
     result = validate(project, None)
-    assert result.decision == C.DECISION_REJECT and C.REASON_SHAPE_REGRESSION in result.reasons
-    assert ref(project, C.rejected_ref(NAME, 3)) == slow
-    assert ref(project, f"refs/heads/{C.round_branch(NAME, 3)}") == good  # round branch reset
-    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == good
+    assert result.decision == Decision.REJECT and C.REASON_SHAPE_REGRESSION in result.reasons
+    assert ref(project, str(CampaignRef.rejected(NAME, 3))) == slow
+    assert (
+        ref(project, f"refs/heads/{CampaignRef.round_branch(NAME, 3).branch}") == good
+    )  # round branch reset
+    assert ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}") == good
 
     wrong = commit_round(project, "skip the mask", 500, correct=False)
     result = validate(project, None)
-    assert result.decision == C.DECISION_REJECT and result.reasons == [C.REASON_CHECK_FAILED]
-    assert ref(project, C.rejected_ref(NAME, 4)) == wrong
+    assert result.decision == Decision.REJECT and result.reasons == [C.REASON_CHECK_FAILED]
+    assert ref(project, str(CampaignRef.rejected(NAME, 4))) == wrong
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", wrong)))
-    assert docs[-1]["decision"] == C.DECISION_REJECT
+    assert docs[-1]["decision"] == Decision.REJECT
     for key in ("environment", "harness_sha256", "csv_schema_sha256", "tree", "tool_version", "hypothesis"):
         assert key in docs[-1], key
 
@@ -164,7 +169,7 @@ def test_round_refuses_second_round_and_empty_hypothesis(project: Path) -> None:
     with pytest.raises(CampaignError, match="hypothesis"):
         open_round(project, None, "  ")
     open_round(project, None, "first")
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     with pytest.raises(CampaignError, match="one hypothesis at a time"):
         open_round(project, None, "second")
 
@@ -172,11 +177,11 @@ def test_round_refuses_second_round_and_empty_hypothesis(project: Path) -> None:
 def test_a_round_from_a_prepared_commit(project: Path) -> None:
     # A candidate made on a branch of its own (by a colleague, an agent, another machine), off a
     # commit older than the accepted head: the round carries that one change, on the accepted head.
-    head = git(project, "rev-parse", C.main_branch(NAME)).strip()
-    git(project, "checkout", "-q", "-b", "candidate", f"{C.main_branch(NAME)}~1")
+    head = git(project, "rev-parse", CampaignRef.main(NAME).branch).strip()
+    git(project, "checkout", "-q", "-b", "candidate", f"{CampaignRef.main(NAME).branch}~1")
     set_kernel(project, 130)
     git(project, "commit", "-q", "-am", "bigger tiles\n\nHypothesis: bigger tiles\nChange: speed 130")
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     result = open_round(project, None, "", "candidate")
     assert (
         result.picked
@@ -188,11 +193,11 @@ def test_a_round_from_a_prepared_commit(project: Path) -> None:
     assert git(project, "show", "-s", "--format=%an", result.picked).strip() == "Campaign Tester"
     assert git(project, "config", f"branch.{result.branch}.description").strip() == "bigger tiles"
     decided = validate(project, None)
-    assert decided.decision == C.DECISION_ACCEPT and decided.commit == result.picked
+    assert decided.decision == Decision.ACCEPT and decided.commit == result.picked
 
 
 def test_a_round_from_a_commit_that_cannot_be_one_leaves_nothing(project: Path) -> None:
-    main = C.main_branch(NAME)
+    main = CampaignRef.main(NAME).branch
     git(project, "checkout", "-q", "-b", "no-lines", main)
     set_kernel(project, 130)
     git(project, "commit", "-q", "-am", "bigger tiles")
@@ -229,22 +234,22 @@ def test_manual_overrides_are_recorded(project: Path) -> None:
     slow = commit_round(project, "slower", 90)
     validate(project, None)
     result = accept(project, None, None, "keeps the code simpler")
-    assert result.decision == C.DECISION_ACCEPT and result.previous == C.DECISION_REJECT
-    assert ref(project, f"refs/heads/{C.main_branch(NAME)}") == slow
-    assert ref(project, C.rejected_ref(NAME, 2)) is None
+    assert result.decision == Decision.ACCEPT and result.previous == Decision.REJECT
+    assert ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}") == slow
+    assert ref(project, str(CampaignRef.rejected(NAME, 2))) is None
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", slow)))
-    assert [d["decision"] for d in docs] == [C.DECISION_REJECT, C.DECISION_ACCEPT]  # appended, not replaced
+    assert [d["decision"] for d in docs] == [Decision.REJECT, Decision.ACCEPT]  # appended, not replaced
     assert docs[-1]["override"] is True
 
-    before = git(project, "rev-list", "--count", C.main_branch(NAME)).strip()
+    before = git(project, "rev-list", "--count", CampaignRef.main(NAME).branch).strip()
     result = rollback(project, None, None, "changed my mind")
-    assert result.decision == C.DECISION_REJECT
-    main_head = ref(project, f"refs/heads/{C.main_branch(NAME)}")
+    assert result.decision == Decision.REJECT
+    main_head = ref(project, f"refs/heads/{CampaignRef.main(NAME).branch}")
     assert int(git(project, "rev-list", "--count", main_head).strip()) == int(before) + 1  # never rewritten
     assert git(project, "rev-parse", f"{main_head}^{{tree}}") == git(
         project, "rev-parse", f"{slow}^^{{tree}}"
     )
-    assert ref(project, C.rejected_ref(NAME, 2)) == slow
+    assert ref(project, str(CampaignRef.rejected(NAME, 2))) == slow
     assert git(project, "status", "--porcelain", "--untracked-files=no") == ""
 
 
@@ -256,10 +261,10 @@ def test_a_decision_moves_head_only_off_the_campaigns_own_branches(project: Path
     git(project, "checkout", "-q", "main")
     rollback(project, None, 2, "stopped before its validation finished")
     assert git(project, "symbolic-ref", "--short", "HEAD").strip() == "main"
-    assert ref(project, C.rejected_ref(NAME, 2)) is not None
+    assert ref(project, str(CampaignRef.rejected(NAME, 2))) is not None
     commit_round(project, "also abandoned", 95)
     rollback(project, None, 3, "")
-    assert git(project, "symbolic-ref", "--short", "HEAD").strip() == C.main_branch(NAME)
+    assert git(project, "symbolic-ref", "--short", "HEAD").strip() == CampaignRef.main(NAME).branch
 
 
 def test_log_show_status_json_and_report(project: Path) -> None:
@@ -283,24 +288,26 @@ def test_log_show_status_json_and_report(project: Path) -> None:
     assert status(project, None).next == "git campaign report"
     result = report(project, None, pairs=3)  # not the manifest's 2
     assert result.ratio == pytest.approx(1.10, rel=1e-4)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "`git campaign report --pairs 3` (final full validation, 3 interleaved pairs" in markdown
     assert "T3 max iterations" in markdown and "slower" in markdown and "| s-large" in markdown
-    svg = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
+    svg = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/{C.REPORT_PLOT_FILE}")
     assert "speedup over baseline (x)" in svg and "final / baseline (x)" in svg  # matplotlib's two panels
     assert f"]({C.REPORT_PLOT_FILE})" in markdown
     assert "the least gained so far" in markdown and "No round was accepted" not in markdown
     assert status(project, None).next.startswith("git campaign report --html  (reported;")
-    assert git(project, "notes", "--ref", C.NOTES_FULL, "show", C.main_branch(NAME)).startswith(C.GEMM_HEADER)
+    assert git(project, "notes", "--ref", C.NOTES_FULL, "show", CampaignRef.main(NAME).branch).startswith(
+        C.GEMM_HEADER
+    )
 
 
 def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) -> None:
     """Final and baseline are the same kernels: the report reads their ratio as an A/A check, and
     names no shape as "the least gained"."""
     commit_round(project, "slower", 90)
-    assert validate(project, None).decision not in C.ACCEPTED
+    assert validate(project, None).decision not in ACCEPTED
     report(project, None, force=True)
-    markdown = git(project, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "No round was accepted: baseline and final run the same kernels" in markdown
     assert "1 round: 0 accepted, 1 rejected." in markdown
     why = "(REJECT shape_regression: s-small -10.0%, s-mid -10.0%)"  # the reason, then the deltas
@@ -361,7 +368,7 @@ def test_validate_json_fields(project: Path, capsys: pytest.CaptureFixture[str])
     data = json.loads(capsys.readouterr().out)
     for key in ("decision", "reasons", "round", "ratio", "ci", "shapes"):
         assert key in data
-    assert data["decision"] == C.DECISION_ACCEPT and len(data["ci"]) == 2
+    assert data["decision"] == Decision.ACCEPT and len(data["ci"]) == 2
 
 
 def test_gates_reject_before_any_measurement(project: Path) -> None:
@@ -372,7 +379,7 @@ def test_gates_reject_before_any_measurement(project: Path) -> None:
         kernel.write("_cache = {}\n\n\ndef op(x):\n    if id(x) in _cache:\n        return _cache[id(x)]\n")
     git(project, "commit", "-q", "--no-verify", "-am", "Hypothesis: cache\nChange: memo")
     result = validate(project, None)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_STATIC_CHECK])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_STATIC_CHECK])
     assert result.shapes == {}  # nothing was measured
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
     assert any("W2" in finding for finding in docs[-1]["gates"]["static"])
@@ -382,7 +389,7 @@ def test_gates_reject_before_any_measurement(project: Path) -> None:
     (project / "bench.py").write_text((project / "bench.py").read_text().replace("speed = ", "speed = 2 * "))
     git(project, "commit", "-q", "-am", "Hypothesis: h\nChange: harness")
     result = validate(project, None)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_HARNESS_CHANGED])
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_HARNESS_CHANGED])
     docs = list(yaml.safe_load_all(git(project, "notes", "--ref", C.NOTES_VERDICT, "show", result.commit)))
     assert docs[-1]["gates"]["protected_changed"] == ["bench.py"]
     assert any(note.startswith("protected paths changed: bench.py;") for note in result.notes)
@@ -392,16 +399,16 @@ def test_a_campaign_started_on_another_campaigns_line(project: Path) -> None:
     # The project's main took campaign demo's accepted rounds, baseline commit included; a second
     # campaign started there has demo's baseline in its history, and must find its own.
     commit_round(project, "faster", 150)
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
     git(project, "checkout", "-q", "main")
-    git(project, "merge", "-q", "--ff-only", C.main_branch(NAME))
+    git(project, "merge", "-q", "--ff-only", CampaignRef.main(NAME).branch)
     init(project, options(name="second"))
     baseline(project, "second")
     result = open_round(project, "second", "bigger tiles")
-    assert result.base == git(project, "rev-parse", C.main_branch("second")).strip()
+    assert result.base == git(project, "rev-parse", CampaignRef.main("second").branch).strip()
     set_kernel(project, 200)
     git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 200")
-    assert validate(project, "second").decision == C.DECISION_ACCEPT
+    assert validate(project, "second").decision == Decision.ACCEPT
     with pytest.raises(CampaignError, match="HEAD is on campaign/second/main, a branch of campaign second"):
         init(project, options(name="third"))
     assert ref(project, "refs/heads/campaign/third/main") is None
@@ -410,26 +417,26 @@ def test_a_campaign_started_on_another_campaigns_line(project: Path) -> None:
 def test_round_from_a_candidate_that_edits_its_judge_is_refused_before_it_opens(project: Path) -> None:
     """A candidate branch with the kernel and a new test in one commit would be rejected by validate
     as harness_changed; `round --from` says so at once, with the split that works, and opens nothing."""
-    head = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    head = git(project, "rev-parse", CampaignRef.main(NAME).branch).strip()
     git(project, "checkout", "-q", "-b", "candidate", head)
     set_kernel(project, 120)
     (project / "test_kernel.py").write_text(
         (project / "test_kernel.py").read_text() + "assert kernel.SPEED\n"
     )
     git(project, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120, and a test")
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     with pytest.raises(CampaignError) as refused:
         open_round(project, None, "", "candidate")
     assert "test_kernel.py" in refused.value.message and "harness_changed" in refused.value.message
     assert "git checkout" in refused.value.hint and "-- kernel.py &&" in refused.value.hint
-    assert ref(project, "refs/heads/" + C.round_branch(NAME, 2)) is None
-    assert git(project, "rev-parse", "--abbrev-ref", "HEAD").strip() == C.main_branch(NAME)
+    assert ref(project, "refs/heads/" + CampaignRef.round_branch(NAME, 2).branch) is None
+    assert git(project, "rev-parse", "--abbrev-ref", "HEAD").strip() == CampaignRef.main(NAME).branch
 
     # The recipe in the hint, as given, yields a candidate that opens the round.
     recipe = refused.value.hint.split(": ", 1)[1].split(", then")[0]
     for step in recipe.split(" && "):
         git(project, *step.split()[1:])
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     opened = open_round(project, None, "", "candidate-kernel")
     assert opened.number == 2 and opened.picked
     assert git(project, "diff", "--name-only", head, opened.picked).split() == ["kernel.py"]
@@ -460,7 +467,7 @@ def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
     monkeypatch.setattr(ex, "measure", stopping_after(2))
     with pytest.raises(Stopped):
         validate(project, None)
-    assert runs == ["s1", "s2", "s3"] and C.round_branch(NAME, 2) in git(project, "branch")
+    assert runs == ["s1", "s2", "s3"] and CampaignRef.round_branch(NAME, 2).branch in git(project, "branch")
     assert "(round 2; 2 measurement sessions kept from " in status(project, None).next
 
     runs.clear()
@@ -468,7 +475,7 @@ def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
     result = validate(project, None)
     assert runs == ["s3"]  # sessions 1 and 2 were not measured again
     assert (
-        result.decision == C.DECISION_ACCEPT
+        result.decision == Decision.ACCEPT
         and "sessions 1-2 were measured by an earlier, interrupted validate" in " ".join(result.notes)
     )
     assert abs(result.ratio - 1.015) < 1e-3
@@ -489,5 +496,5 @@ def test_an_interrupted_validate_goes_on_from_its_last_finished_session(
     git(project, "commit", "-q", "--amend", "-m", "Hypothesis: reworded\nChange: speed 103")
     runs.clear()
     monkeypatch.setattr(ex, "measure", stopping_after(3))
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
     assert runs == ["s1", "s2", "s3"]

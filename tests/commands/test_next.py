@@ -11,7 +11,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project, set_kernel  # noqa: E402
 from scratch_campaign import init_options, with_baseline  # noqa: E402
 
-from gitcampaign import constants as C  # noqa: E402
 from gitcampaign.cli import main  # noqa: E402
 from gitcampaign.commands.init import init  # noqa: E402
 from gitcampaign.errors import CampaignError  # noqa: E402
@@ -24,6 +23,8 @@ from gitcampaign.next_step import (  # noqa: E402
     STEP_VALIDATE,
     next_step,
 )
+from gitcampaign.refs import CampaignRef  # noqa: E402
+from gitcampaign.vocabulary import Decision  # noqa: E402
 
 
 def test_before_the_baseline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,13 +60,16 @@ def test_two_commands_per_round(
     assert main(["-C", str(root), "next", "--run", "-m", "smaller tiles"]) == 0
     printed = capsys.readouterr().out
     assert "round 2: ACCEPT" in printed and "next: edit" in printed
-    assert git(root, "branch", "--show-current").strip() == C.round_branch("demo", 3)
-    assert git(root, "config", f"branch.{C.round_branch('demo', 3)}.description").strip() == "smaller tiles"
+    assert git(root, "branch", "--show-current").strip() == CampaignRef.round_branch("demo", 3).branch
+    assert (
+        git(root, "config", f"branch.{CampaignRef.round_branch('demo', 3).branch}.description").strip()
+        == "smaller tiles"
+    )
 
     set_kernel(root, 95)
     git(root, "commit", "-q", "-am", "Hypothesis: smaller tiles\nChange: speed 95")
     done = run_next(root, None)
-    assert done.performed[0].result.decision == C.DECISION_REJECT
+    assert done.performed[0].result.decision == Decision.REJECT
     assert done.then.step == STEP_ROUND
 
 

@@ -20,6 +20,8 @@ from gitcampaign.commands.report import report
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
 from gitcampaign.harness.contract import spec_info, spec_literals
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rmsnorm"
 NAME = "rms"
@@ -70,7 +72,7 @@ def test_rmsnorm_campaign_by_its_op_spec(tmp_path: Path, monkeypatch: pytest.Mon
     assert base.full.header == spec.header()
     assert base.full.header.startswith("label,M,N,eps,Check,Forward GB/s,Forward GB/s_stddev,Backward GB/s,")
     assert all(row.passed for row in base.full.rows)
-    frozen = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/{C.OP_SPEC_FILE}")
+    frozen = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/{C.OP_SPEC_FILE}")
     assert frozen == (EXAMPLE / "rmsnorm_spec.py").read_text()
 
     # Round 2: a tile of 8 rows per program; in the interpreter 8x fewer programs, each as costly.
@@ -78,7 +80,7 @@ def test_rmsnorm_campaign_by_its_op_spec(tmp_path: Path, monkeypatch: pytest.Mon
         root, "8-row tiles cut the programs 8x", "ROWS_PER_PROGRAM = 1 ", "ROWS_PER_PROGRAM = 8 "
     )
     result = validate(root, NAME)
-    assert result.decision in C.ACCEPTED and result.ratio > 2.0, result
+    assert result.decision in ACCEPTED and result.ratio > 2.0, result
     assert result.transfer in ("ACCEPT-as-real", "ACCEPT-with-asterisk")
 
     # Round 3: an identity-keyed cache of the output, which the lint was told to allow.
@@ -90,7 +92,7 @@ def test_rmsnorm_campaign_by_its_op_spec(tmp_path: Path, monkeypatch: pytest.Mon
         + "\n\ndef _rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:",
     )
     result = validate(root, NAME)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED]), result
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_CHECK_FAILED]), result
     logs = [
         log.read_text() for log in (root / ".git" / "campaign" / "runs" / NAME).glob("round-3-*/**/*.log")
     ]
@@ -105,10 +107,10 @@ def test_rmsnorm_campaign_by_its_op_spec(tmp_path: Path, monkeypatch: pytest.Mon
         "--no-verify",
     )
     result = validate(root, NAME)
-    assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_TESTS_FAILED]), result
-    assert git(root, "rev-parse", C.main_branch(NAME)).strip() == good
+    assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_TESTS_FAILED]), result
+    assert git(root, "rev-parse", CampaignRef.main(NAME).branch).strip() == good
 
     final = report(root, NAME, force=True)
     assert final.ratio > 2.0
-    text = git(root, "show", f"{C.main_branch(NAME)}:campaigns/{NAME}/REPORT.md")
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "gitcampaign's harness checks" in text and "identity-flip" in text

@@ -17,6 +17,8 @@ from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git, make_project  # noqa: E402
@@ -68,22 +70,22 @@ def faster_round(root: Path, hypothesis: str, probe_lines: str) -> str:
     ],
 )
 def test_a_gain_that_does_not_transfer_is_rejected(project: Path, probe_lines: str, note: str) -> None:
-    main_before = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    main_before = git(project, "rev-parse", CampaignRef.main(NAME).branch).strip()
     commit = faster_round(project, "wins the harness only", probe_lines)
     result = validate(project, None)
     assert (result.decision, result.reasons, result.transfer) == (
-        C.DECISION_REJECT,
+        Decision.REJECT,
         [C.REASON_OVERFIT],
         "REJECT-as-overfit",
     )
     assert any(note in line for line in result.notes), result.notes
-    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == main_before
-    assert git(project, "rev-parse", C.rejected_ref(NAME, 2)).strip() == commit
+    assert git(project, "rev-parse", CampaignRef.main(NAME).branch).strip() == main_before
+    assert git(project, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip() == commit
 
 
 def test_a_gain_that_transfers_is_accepted(project: Path) -> None:
     """Within the tolerance (a loss drift far below what a 1% op error allows) and as fast: ACCEPT."""
     commit = faster_round(project, "really faster", "PROBE_MS = 9.0\nLOSS_DRIFT = 1e-6\n")
     result = validate(project, None)
-    assert result.decision in C.ACCEPTED and result.transfer == "ACCEPT-as-real"
-    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == commit
+    assert result.decision in ACCEPTED and result.transfer == "ACCEPT-as-real"
+    assert git(project, "rev-parse", CampaignRef.main(NAME).branch).strip() == commit

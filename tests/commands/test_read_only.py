@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import process
 from gitcampaign.cli import main, status_text
@@ -25,6 +24,7 @@ from gitcampaign.commands.log import log
 from gitcampaign.commands.recover import recover
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
+from gitcampaign.refs import CampaignRef
 from gitcampaign.vocabulary import Status
 
 # The kill is a forked child's SIGKILL, and leftover processes are found through /proc: Linux.
@@ -51,7 +51,7 @@ def left_behind(
     init(root, options())
     baseline(root, None)
     commit_round(root, "faster", 150)
-    git(root, "checkout", "-q", C.main_branch(NAME))
+    git(root, "checkout", "-q", CampaignRef.main(NAME).branch)
     code, stderr = run(root, ["validate"], fault="move:detached")
     assert code == KILLED, stderr
     repo = g.open_repo(root)
@@ -113,7 +113,7 @@ def test_read_only_verbs_take_no_lock_move_no_ref_and_kill_nothing(
     assert shown.verdict is not None and "decision: ACCEPT" in shown.verdict
     assert len(state.unfinished) == 3
     moving, running, trees = state.unfinished
-    assert f"{C.main_branch(NAME)} moving from" in moving and "HEAD is detached" in moving
+    assert f"{CampaignRef.main(NAME).branch} moving from" in moving and "HEAD is detached" in moving
     assert running == "1 process(es) started by a killed command still run"
     assert trees == f"1 scratch worktree(s) of a killed command on {NAME} remain"
     assert state.next.startswith("git campaign recover")
@@ -125,11 +125,12 @@ def test_recover_finishes_what_status_reported(
 ) -> None:
     root, harness = left_behind
     done = recover(root).done
-    assert done[0].startswith(f"finished the interrupted move of {C.main_branch(NAME)}")
+    assert done[0].startswith(f"finished the interrupted move of {CampaignRef.main(NAME).branch}")
     assert "stopped 1 process(es) left running by a killed command" in done
     assert harness.wait(timeout=10) == -9
     assert (
-        git(root, "rev-parse", "--symbolic-full-name", "HEAD").strip() == f"refs/heads/{C.main_branch(NAME)}"
+        git(root, "rev-parse", "--symbolic-full-name", "HEAD").strip()
+        == f"refs/heads/{CampaignRef.main(NAME).branch}"
     )
     state = status(root, None)
     assert state.unfinished == [] and state.rounds[Status.ACCEPTED] == 1

@@ -12,7 +12,7 @@ from git.exc import GitCommandError
 from gitcampaign import constants as C
 from gitcampaign import executor as executor_module
 from gitcampaign import git as g
-from gitcampaign.campaign import STATUS_PENDING, Campaign
+from gitcampaign.campaign import Campaign
 from gitcampaign.commands import validate as validate_module
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
@@ -20,6 +20,8 @@ from gitcampaign.commands.round import open_round
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -105,12 +107,12 @@ def test_harness_failures_leave_nothing_half_done(
         validate(project, None, timeout_s=3)
     assert snapshot(project) == before
     monkeypatch.delenv("BENCH_MODE")
-    assert validate(project, None).decision == C.DECISION_ACCEPT  # the same round validates afterwards
+    assert validate(project, None).decision == Decision.ACCEPT  # the same round validates afterwards
 
 
 def test_killed_after_notes_resumes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     candidate = commit_round(project, "faster", 110)
-    incumbent = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    incumbent = git(project, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -119,12 +121,12 @@ def test_killed_after_notes_resumes(project: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyboardInterrupt):
         validate(project, None)
     monkeypatch.undo()
-    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == incumbent  # refs not moved yet
+    assert git(project, "rev-parse", CampaignRef.main(NAME).branch).strip() == incumbent  # refs not moved yet
     state = status(project, None).to_json()
-    assert state["rounds"][STATUS_PENDING] == 1 and "finishes the interrupted decision" in state["next"]
+    assert state["rounds"][Status.PENDING] == 1 and "finishes the interrupted decision" in state["next"]
     result = validate(project, None)
-    assert result.resumed and result.decision == C.DECISION_ACCEPT
-    assert git(project, "rev-parse", C.main_branch(NAME)).strip() == candidate
+    assert result.resumed and result.decision == Decision.ACCEPT
+    assert git(project, "rev-parse", CampaignRef.main(NAME).branch).strip() == candidate
     docs = Campaign(g.open_repo(project), NAME).verdicts()[candidate]
     assert len(docs) == 1  # resuming adds no second measurement
 
@@ -142,7 +144,7 @@ def test_killed_while_measuring_leaves_the_round_open(project: Path, monkeypatch
     monkeypatch.undo()
     assert snapshot(project) == before
     assert len(git(project, "worktree", "list").splitlines()) == 1  # scratch worktrees removed
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
 
 
 def test_concurrent_commands_refuse_while_locked(project: Path) -> None:
@@ -169,7 +171,7 @@ def test_concurrent_commands_refuse_while_locked(project: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
-    assert validate(project, None).decision == C.DECISION_ACCEPT  # the lock died with its holder
+    assert validate(project, None).decision == Decision.ACCEPT  # the lock died with its holder
 
 
 def test_notes_survive_amend_and_rebase(project: Path) -> None:
@@ -182,11 +184,11 @@ def test_notes_survive_amend_and_rebase(project: Path) -> None:
     git(project, "commit", "-q", "--amend", "-m", "amended")
     amended = git(project, "rev-parse", "HEAD").strip()
     assert g.read_note(repo, C.NOTES_BENCH, amended) == payload
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     (project / "other.txt").write_text("moves main\n")
     git(project, "add", "other.txt")
     git(project, "commit", "-q", "-m", "other")
-    git(project, "rebase", "-q", C.main_branch(NAME), "scratch")
+    git(project, "rebase", "-q", CampaignRef.main(NAME).branch, "scratch")
     rebased = git(project, "rev-parse", "scratch").strip()
     assert rebased != amended and g.read_note(repo, C.NOTES_BENCH, rebased) == payload
 
@@ -194,12 +196,12 @@ def test_notes_survive_amend_and_rebase(project: Path) -> None:
 def test_rejected_rounds_survive_gc(project: Path) -> None:
     slow = commit_round(project, "slower", 90)
     validate(project, None)
-    git(project, "branch", "-q", "-D", C.round_branch(NAME, 2))
+    git(project, "branch", "-q", "-D", CampaignRef.round_branch(NAME, 2).branch)
     git(project, "reflog", "expire", "--expire=now", "--all")
     git(project, "gc", "-q", "--prune=now")
     git(project, "notes", "--ref", C.NOTES_BENCH, "prune")
     assert git(project, "cat-file", "-t", slow).strip() == "commit"
-    assert slow in git(project, "log", "--format=%H", C.rejected_ref(NAME, 2))
+    assert slow in git(project, "log", "--format=%H", str(CampaignRef.rejected(NAME, 2)))
     assert git(project, "notes", "--ref", C.NOTES_BENCH, "show", slow).startswith(C.GEMM_HEADER)
 
 
@@ -226,7 +228,7 @@ def test_csv_note_is_never_overwritten(project: Path) -> None:
 def test_validating_a_decided_round_names_the_next_step(project: Path) -> None:
     commit_round(project, "faster", 110)
     validate(project, None)
-    git(project, "checkout", "-q", C.round_branch(NAME, 2))
+    git(project, "checkout", "-q", CampaignRef.round_branch(NAME, 2).branch)
     with pytest.raises(CampaignError, match="round 2 is already accepted") as info:
         validate(project, None)
     assert "git campaign round" in info.value.hint
@@ -249,7 +251,7 @@ def test_a_latin1_round_that_skipped_the_hooks_is_decided_and_readable(project: 
     from gitcampaign.html_report import write_report
 
     open_round(project, None, "placeholder")
-    branch = C.round_branch(NAME, 2)
+    branch = CampaignRef.round_branch(NAME, 2).branch
     subprocess.run(
         [b"git", b"-C", bytes(project), b"config", f"branch.{branch}.description".encode(), b"caf\xe9 tiles"],
         check=True,
@@ -269,7 +271,7 @@ def test_a_latin1_round_that_skipped_the_hooks_is_decided_and_readable(project: 
         ],
         check=True,
     )
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
     _, rounds = Campaign(g.open_repo(project), NAME).lineage()
     assert (rounds[0].status, rounds[0].hypothesis) == ("accepted", "caf\\xe9 tiles")
     page = tmp_path / "report.html"

@@ -20,6 +20,8 @@ from gitcampaign.commands.init import InitOptions, init
 from gitcampaign.commands.prepare import prepare
 from gitcampaign.commands.round import open_round
 from gitcampaign.commands.validate import validate
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import git  # noqa: E402
@@ -64,7 +66,7 @@ def campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.slow
 def test_runtime_cheats_pass_the_lint_and_are_rejected(campaign: Path) -> None:
-    main_head = git(campaign, "rev-parse", C.main_branch(NAME)).strip()
+    main_head = git(campaign, "rev-parse", CampaignRef.main(NAME).branch).strip()
     for fixture in (
         "harness_plain_tensor_lazy_output",
         "harness_reference_after_candidate_scavenger",
@@ -75,9 +77,9 @@ def test_runtime_cheats_pass_the_lint_and_are_rejected(campaign: Path) -> None:
         git(campaign, "commit", "-q", "-am", f"Hypothesis: {fixture}\nChange: planted")
         commit = git(campaign, "rev-parse", "HEAD").strip()
         result = validate(campaign, NAME)
-        assert (result.decision, result.reasons) == (C.DECISION_REJECT, [C.REASON_CHECK_FAILED]), fixture
+        assert (result.decision, result.reasons) == (Decision.REJECT, [C.REASON_CHECK_FAILED]), fixture
         verdict = list(yaml.safe_load_all(git(campaign, "notes", "--ref", C.NOTES_VERDICT, "show", commit)))[
             -1
         ]
         assert verdict["gates"]["static"] == [], f"{fixture}: the lint was meant to pass it"
-        assert git(campaign, "rev-parse", C.main_branch(NAME)).strip() == main_head
+        assert git(campaign, "rev-parse", CampaignRef.main(NAME).branch).strip() == main_head

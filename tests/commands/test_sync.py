@@ -23,6 +23,8 @@ from gitcampaign.commands.status import status
 from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import ACCEPTED, Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commands.test_loop import NAME, commit_round, options  # noqa: E402
@@ -62,7 +64,9 @@ def test_pull_brings_the_campaign_byte_for_byte(team: tuple[Path, Path, Path]) -
     alice, bob, origin = team
     assert refs(bob) == refs(alice) == refs(origin)
     assert notes(bob) == notes(alice)
-    assert "Notes (campaign/verdict)" in git(bob, "log", "-1", C.main_branch(NAME))  # notes config set
+    assert "Notes (campaign/verdict)" in git(
+        bob, "log", "-1", CampaignRef.main(NAME).branch
+    )  # notes config set
     state = status(bob, NAME)
     text, data = status_text(state), state.to_json()
     assert data["remotes"] == {"origin": {"ahead": [], "behind": [], "diverged": []}}
@@ -71,7 +75,7 @@ def test_pull_brings_the_campaign_byte_for_byte(team: tuple[Path, Path, Path]) -
     push(alice, None)
     assert status(bob, NAME).to_json()["remotes"]["origin"]["behind"] == []  # no network unless asked
     behind = status(bob, NAME, fetch=True).to_json()["remotes"]["origin"]["behind"]
-    assert behind == [f"refs/heads/{C.round_branch(NAME, 2)}"]
+    assert behind == [f"refs/heads/{CampaignRef.round_branch(NAME, 2).branch}"]
     commit_round(bob, "other", 90)  # Bob (not pulled) opens his own round 2 at another commit
     assert "diverged on 1 ref(s)" in status_text(status(bob, NAME))
 
@@ -85,9 +89,9 @@ def test_two_people_validate_different_rounds_and_push_in_either_order(
     push(alice, None)
     pull(bob, None)
     accepted = commit_round(bob, "bigger tiles", 120)  # Bob opens round 3 beside Alice's open round
-    assert git(bob, "branch", "--show-current").strip() == C.round_branch(NAME, 3)
-    assert validate(alice, None, probe=False).decision == C.DECISION_REJECT
-    assert validate(bob, None, probe=False).decision in C.ACCEPTED
+    assert git(bob, "branch", "--show-current").strip() == CampaignRef.round_branch(NAME, 3).branch
+    assert validate(alice, None, probe=False).decision == Decision.REJECT
+    assert validate(bob, None, probe=False).decision in ACCEPTED
 
     one, other = (alice, bob) if first == "alice" else (bob, alice)
     push(one, None)
@@ -105,9 +109,11 @@ def test_two_people_validate_different_rounds_and_push_in_either_order(
     assert refs(alice) == refs(bob) == refs(origin)
     assert notes(alice) == notes(bob)
     repo = g.open_repo(alice)
-    assert g.rev(repo, C.rejected_ref(NAME, 2)) == rejected
-    assert g.rev(repo, f"refs/heads/{C.round_branch(NAME, 2)}") == g.parent(repo, rejected)  # reset kept
-    assert g.rev(repo, f"refs/heads/{C.main_branch(NAME)}") == accepted
+    assert g.rev(repo, str(CampaignRef.rejected(NAME, 2))) == rejected
+    assert g.rev(repo, f"refs/heads/{CampaignRef.round_branch(NAME, 2).branch}") == g.parent(
+        repo, rejected
+    )  # reset kept
+    assert g.rev(repo, f"refs/heads/{CampaignRef.main(NAME).branch}") == accepted
     for commit in (rejected, accepted):  # each round's CSV and verdict arrived intact
         assert g.read_note(repo, C.NOTES_BENCH, commit) is not None
         assert len(verdict.read(repo, commit)) == 1
@@ -132,7 +138,7 @@ def test_conflicting_verdicts_are_both_kept_and_shown(team: tuple[Path, Path, Pa
     commit = commit_round(alice, "bigger tiles", 120)
     push(alice, None)
     pull(bob, None)
-    for clone, decision, csv in ((alice, C.DECISION_ACCEPT, b"alice\n"), (bob, C.DECISION_REJECT, b"bob\n")):
+    for clone, decision, csv in ((alice, Decision.ACCEPT, b"alice\n"), (bob, Decision.REJECT, b"bob\n")):
         repo = g.open_repo(clone)
         verdict.append(
             repo, commit, {"campaign": NAME, "round": 2, "phase": "VALIDATE", "decision": decision}
@@ -147,10 +153,10 @@ def test_conflicting_verdicts_are_both_kept_and_shown(team: tuple[Path, Path, Pa
     old_notes = g.rev(repo, f"{C.NOTES_BENCH}^1", peel="")
     assert old_notes is not None and g.notes_at(repo, old_notes)[commit] == g.write_blob(repo, b"bob\n")
     decisions = [doc["decision"] for doc in verdict.read(repo, commit)]
-    assert sorted(decisions) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
+    assert sorted(decisions) == [Decision.ACCEPT, Decision.REJECT]
     shown = show(bob, NAME, 2)
     text, data = show_text(shown), shown.to_json()
-    assert sorted(data["conflicting_decisions"]) == [C.DECISION_ACCEPT, C.DECISION_REJECT]
+    assert sorted(data["conflicting_decisions"]) == [Decision.ACCEPT, Decision.REJECT]
     assert "conflicting verdicts" in text
     push(bob, None)
     pull(alice, None)
@@ -173,7 +179,7 @@ def test_merge_streams_keeps_every_document_whichever_side_merges() -> None:
 def test_a_stale_lease_refuses_the_push(team: tuple[Path, Path, Path]) -> None:
     alice, _, origin = team
     repo = g.open_repo(alice)
-    main_ref = f"refs/heads/{C.main_branch(NAME)}"
+    main_ref = f"refs/heads/{CampaignRef.main(NAME).branch}"
     head = g.rev(repo, main_ref)
     assert head is not None
     stale = g.parent(repo, head)
@@ -212,7 +218,7 @@ def test_export_import_round_trip_then_the_campaign_continues(
     open_round(fresh, None, "bigger tiles")
     set_kernel(fresh, 120)
     git(fresh, "commit", "-q", "-am", "Hypothesis: bigger tiles\nChange: speed 120")
-    assert validate(fresh, None, probe=False).decision in C.ACCEPTED
+    assert validate(fresh, None, probe=False).decision in ACCEPTED
     assert [n for n in g.open_repo(fresh).git.branch("--list", "campaign/*").split() if "round-3" in n]
 
 
@@ -267,9 +273,10 @@ def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tup
     assert any("round 3" in line and "cherry-pick" in line for line in result.merges)
     repo = g.open_repo(bob)
     assert (
-        g.rev(repo, f"refs/heads/{C.main_branch(NAME)}") == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+        g.rev(repo, f"refs/heads/{CampaignRef.main(NAME).branch}")
+        == refs(origin)[f"refs/heads/{CampaignRef.main(NAME).branch}"]
     )
-    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+    assert g.rev(repo, str(CampaignRef.rejected(NAME, 3))) == mine
     standing = verdict.standing(verdict.read(repo, mine))
     assert standing is not None and standing["reasons"] == [C.REASON_SUPERSEDED]
     data = status(bob, NAME).to_json()
@@ -278,7 +285,7 @@ def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tup
     open_round(bob, None, "wider tiles, again")  # the re-run on top of Alice's line (the same
     set_kernel(bob, 130)  # one-line change as `mine`; a cherry-pick would conflict with hers)
     git(bob, "commit", "-q", "-am", "Hypothesis: wider tiles, again\nChange: speed 130")
-    assert validate(bob, None, probe=False).decision in C.ACCEPTED
+    assert validate(bob, None, probe=False).decision in ACCEPTED
     push(bob, None)
     pull(alice, None)
     assert refs(alice) == refs(bob) == refs(origin)
@@ -289,9 +296,9 @@ def test_a_dirty_tree_stops_the_pull_before_anything_moves(team: tuple[Path, Pat
     would move his checked-out branch refuses first, with his notes and pins as they were."""
     alice, bob, _ = team
     commit_round(alice, "bigger tiles", 120)
-    assert validate(alice, None, probe=False).decision in C.ACCEPTED
+    assert validate(alice, None, probe=False).decision in ACCEPTED
     push(alice, None)
-    git(bob, "checkout", "-q", C.main_branch(NAME))
+    git(bob, "checkout", "-q", CampaignRef.main(NAME).branch)
     (bob / "kernel.py").write_text((bob / "kernel.py").read_text() + "# an edit in progress\n")
     before = refs(bob)
     with pytest.raises(CampaignError):
@@ -314,7 +321,7 @@ def test_following_the_clash_hint_keeps_the_local_round_in_sight(team: tuple[Pat
     with pytest.raises(CampaignError, match="same round number") as refused:
         pull(bob, None)
     assert "--supersede" in refused.value.message
-    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    git(bob, "branch", "-D", CampaignRef.round_branch(NAME, 2).branch)
     result = pull(bob, None, supersede=True)
     rows = {row.round: row for row in log(bob, NAME).rows}
     assert (rows[2].status, rows[2].commit) == ("accepted", theirs)
@@ -342,11 +349,22 @@ def test_a_bundle_without_the_campaigns_main_imports_nothing(
     commit_round(alice, "smaller tiles", 80)
     start = git(alice, "rev-parse", "main").strip()
     partial = tmp_path / "partial.bundle"
-    git(alice, "bundle", "create", "-q", str(partial), C.round_branch(NAME, 2), C.NOTES_VERDICT, f"^{start}")
+    git(
+        alice,
+        "bundle",
+        "create",
+        "-q",
+        str(partial),
+        CampaignRef.round_branch(NAME, 2).branch,
+        C.NOTES_VERDICT,
+        f"^{start}",
+    )
     fresh = tmp_path / "fresh"
     subprocess.run(["git", "clone", "-q", str(origin), str(fresh)], check=True)
     before = git(fresh, "for-each-ref")
-    with pytest.raises(CampaignError, match=f"not its accepted line .*{C.main_branch(NAME)}") as refused:
+    with pytest.raises(
+        CampaignError, match=f"not its accepted line .*{CampaignRef.main(NAME).branch}"
+    ) as refused:
         import_bundle(fresh, partial)
     assert "nothing was imported" in refused.value.message and "git campaign export" in refused.value.hint
     assert git(fresh, "for-each-ref") == before
@@ -399,11 +417,11 @@ def test_a_supersede_interrupted_before_main_moved_is_finished_by_the_next_pull(
     push(alice, None)
     mine = commit_round(bob, "wider tiles", 130)
     validate(bob, None, probe=False)
-    git(bob, "branch", "-D", C.round_branch(NAME, 2))
+    git(bob, "branch", "-D", CampaignRef.round_branch(NAME, 2).branch)
     real_move = g.move_branch
 
     def killed_before_main_moves(repo: object, branch: str, *args: object, **kwargs: object) -> None:
-        if branch == C.main_branch(NAME):
+        if branch == CampaignRef.main(NAME).branch:
             raise KeyboardInterrupt
         real_move(repo, branch, *args, **kwargs)  # type: ignore[arg-type]
 
@@ -413,11 +431,14 @@ def test_a_supersede_interrupted_before_main_moved_is_finished_by_the_next_pull(
     monkeypatch.undo()
     assert status(bob, NAME).to_json()["rounds"]["pending"] == 0  # validate must not roll it back
     pull(bob, None, supersede=True)
-    assert refs(bob)[f"refs/heads/{C.main_branch(NAME)}"] == refs(origin)[f"refs/heads/{C.main_branch(NAME)}"]
+    assert (
+        refs(bob)[f"refs/heads/{CampaignRef.main(NAME).branch}"]
+        == refs(origin)[f"refs/heads/{CampaignRef.main(NAME).branch}"]
+    )
     repo = g.open_repo(bob)
     assert [doc["reasons"] for doc in verdict.read(repo, mine)][-1] == [C.REASON_SUPERSEDED]
     assert len([doc for doc in verdict.read(repo, mine) if doc.get("phase") == "OVERRIDE"]) == 1
-    assert g.rev(repo, C.rejected_ref(NAME, 3)) == mine
+    assert g.rev(repo, str(CampaignRef.rejected(NAME, 3))) == mine
 
 
 def test_a_remote_notes_ref_that_is_no_notes_commit_changes_nothing(team: tuple[Path, Path, Path]) -> None:

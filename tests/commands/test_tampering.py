@@ -16,7 +16,7 @@ import yaml
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
-from gitcampaign.campaign import STATUS_ACCEPTED, STATUS_EMPTY, STATUS_OPEN, Campaign
+from gitcampaign.campaign import Campaign
 from gitcampaign.commands import validate as validate_module
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
@@ -28,8 +28,10 @@ from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import install_hooks
 from gitcampaign.measure import HarnessJob, run_quick
+from gitcampaign.refs import CampaignRef
 from gitcampaign.results import parse_csv
 from gitcampaign.shapes import load_shapes
+from gitcampaign.vocabulary import Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from faultkit import assert_invariants, fast_fingerprint  # noqa: E402, F401
@@ -50,7 +52,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def main_sha(root: Path) -> str:
-    return git(root, "rev-parse", C.main_branch(NAME)).strip()
+    return git(root, "rev-parse", CampaignRef.main(NAME).branch).strip()
 
 
 def rounds(root: Path) -> dict[int, str]:
@@ -63,7 +65,7 @@ def forged(root: Path, commit: str, **extra: object) -> None:
         "campaign": NAME,
         "round": 2,
         "phase": "VALIDATE",
-        "decision": C.DECISION_ACCEPT,
+        "decision": Decision.ACCEPT,
         "commit": commit,
         "incumbent": git(root, "rev-parse", f"{commit}^").strip(),
         "tree": git(root, "rev-parse", f"{commit}^{{tree}}").strip(),
@@ -85,9 +87,9 @@ def test_forged_accept_on_an_unmeasured_commit_is_not_obeyed(project: Path) -> N
     forged(
         project, slow, samples=[{"session": 1, "incumbent": {"s-small": 1.0}, "candidate": {"s-small": 9.0}}]
     )
-    assert rounds(project)[2] == STATUS_OPEN  # not "pending": nothing backs the forged decision
+    assert rounds(project)[2] == Status.OPEN  # not "pending": nothing backs the forged decision
     result = validate(project, None)
-    assert not result.resumed and result.decision == C.DECISION_REJECT
+    assert not result.resumed and result.decision == Decision.REJECT
     assert main_sha(project) == incumbent
     assert_invariants(project, NAME)
 
@@ -104,9 +106,9 @@ def test_a_note_naming_the_round_on_another_commit_decides_nothing(project: Path
     while scratch <= real:
         attempt += 1
         scratch = git(project, "commit-tree", tree, "-p", head, "-m", f"scratch {attempt}").strip()
-    forged(project, scratch, decision=C.DECISION_REJECT)
-    assert rounds(project) == {2: STATUS_ACCEPTED, 3: STATUS_OPEN}
-    assert validate(project, None).decision == C.DECISION_ACCEPT
+    forged(project, scratch, decision=Decision.REJECT)
+    assert rounds(project) == {2: Status.ACCEPTED, 3: Status.OPEN}
+    assert validate(project, None).decision == Decision.ACCEPT
 
 
 def test_one_malformed_note_breaks_no_campaign(project: Path) -> None:
@@ -119,8 +121,8 @@ def test_one_malformed_note_breaks_no_campaign(project: Path) -> None:
     )
     assert [doc["campaign"] for doc in verdict.read(repo, commit)] == ["elsewhere"]  # the others skipped
     status(project, None)
-    assert validate(project, None).decision == C.DECISION_ACCEPT
-    assert verdict.read(repo, commit)[-1]["decision"] == C.DECISION_ACCEPT
+    assert validate(project, None).decision == Decision.ACCEPT
+    assert verdict.read(repo, commit)[-1]["decision"] == Decision.ACCEPT
 
 
 def cli(root: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -179,7 +181,7 @@ def test_a_yaml_alias_bomb_in_a_verdict_note_is_refused_fast(
         assert code == 0, out
         assert "document 2: it uses a YAML alias" in out and commit[:12] in out
     assert time.monotonic() - started < 20
-    assert rounds(project)[2] == STATUS_ACCEPTED  # the round's own document still decides
+    assert rounds(project)[2] == Status.ACCEPTED  # the round's own document still decides
     assert [doc.phase for doc in verdict.read(repo, commit)] == ["VALIDATE"]
 
 
@@ -206,7 +208,7 @@ def test_a_broken_verdict_on_an_accepted_round_names_the_note_and_its_restore(
             verb()
         assert restore in info.value.hint
     git(project, *restore.split()[1:])
-    assert rounds(project)[2] == STATUS_ACCEPTED and "damaged" not in cli(project, capsys, "status")[1]
+    assert rounds(project)[2] == Status.ACCEPTED and "damaged" not in cli(project, capsys, "status")[1]
 
 
 def test_an_emptied_verdict_on_an_accepted_round_is_damage(project: Path) -> None:
@@ -217,7 +219,7 @@ def test_an_emptied_verdict_on_an_accepted_round_is_damage(project: Path) -> Non
     with pytest.raises(CampaignError, match="the note holds no document") as info:
         validate(project, None)
     git(project, *info.value.hint.split("`")[1].split()[1:])
-    assert rounds(project)[2] == STATUS_ACCEPTED
+    assert rounds(project)[2] == Status.ACCEPTED
 
 
 def test_an_edited_ratio_on_an_accepted_round_is_damage_not_an_empty_round(project: Path) -> None:
@@ -231,16 +233,16 @@ def test_an_edited_ratio_on_an_accepted_round_is_damage_not_an_empty_round(proje
     with pytest.raises(CampaignError, match="ratio and interval are not what its samples give") as info:
         validate(project, None)
     git(project, *info.value.hint.split("`")[1].split()[1:])
-    assert rounds(project)[2] == STATUS_ACCEPTED
+    assert rounds(project)[2] == Status.ACCEPTED
 
 
 def test_a_missing_baseline_verdict_is_an_error_naming_the_fix(project: Path) -> None:
     """Without the baseline's verdict the frozen-field check was silently skipped (and report
     crashed); now every deciding command stops on it, naming the note and the restore."""
-    baseline_commit = git(project, "rev-parse", C.main_branch(NAME)).strip()
+    baseline_commit = git(project, "rev-parse", CampaignRef.main(NAME).branch).strip()
     git(project, "notes", "--ref", C.NOTES_VERDICT, "remove", baseline_commit)
     manifest = project / "campaigns" / NAME / "manifest.yaml"
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     manifest.write_text(manifest.read_text().replace("aggregate: ", "aggregate: 0.5 #", 1))
     git(project, "commit", "-q", "-am", "a frozen field edited by hand")
     for verb in (lambda: open_round(project, None, "faster"), lambda: report(project, None, force=True)):
@@ -309,7 +311,7 @@ def test_a_field_of_another_type_in_a_note_breaks_no_reader(
         code, out = cli(project, capsys, *argv)
         assert code == 0, out
         assert f"document 1: {why}" in out
-    assert rounds(project)[2] == STATUS_OPEN  # the skipped REJECT decided nothing
+    assert rounds(project)[2] == Status.OPEN  # the skipped REJECT decided nothing
 
 
 def test_commit_on_main_during_validate_is_reported_not_stuck(
@@ -325,7 +327,7 @@ def test_commit_on_main_during_validate_is_reported_not_stuck(
         head = main_sha(project)
         tree = git(project, "rev-parse", f"{head}^{{tree}}").strip()
         moved = git(project, "commit-tree", tree, "-p", head, "-m", "a hand commit on main").strip()
-        git(project, "update-ref", f"refs/heads/{C.main_branch(NAME)}", moved, head)
+        git(project, "update-ref", f"refs/heads/{CampaignRef.main(NAME).branch}", moved, head)
         return raw
 
     monkeypatch.setattr(validate_module, "measure_round", user_commits_meanwhile)
@@ -340,7 +342,7 @@ def test_commit_on_main_during_validate_is_reported_not_stuck(
     rebase = again.value.hint.split("rebase it: ", 1)[1].split()
     git(project, *rebase[1:])
     result = validate(project, None)
-    assert result.decision == C.DECISION_ACCEPT and main_sha(project) == result.commit
+    assert result.decision == Decision.ACCEPT and main_sha(project) == result.commit
     assert_invariants(project, NAME)
 
 
@@ -348,14 +350,14 @@ def test_amended_accepted_head_leaves_a_way_out(project: Path) -> None:
     commit_round(project, "faster", 150)
     validate(project, None)
     git(project, "commit", "-q", "--amend", "-m", "Hypothesis: faster\nChange: reworded")
-    assert rounds(project)[2] == STATUS_OPEN  # its ACCEPT was for another commit now
+    assert rounds(project)[2] == Status.OPEN  # its ACCEPT was for another commit now
     with pytest.raises(CampaignError, match="round 2 is still open") as info:
         open_round(project, None, "next")
     assert "rollback" in info.value.hint
     with pytest.raises(CampaignError, match="does not start from the accepted head") as info:
         rollback(project, None, 2, "")
     git(project, *info.value.hint.split("rebase it: ", 1)[1].split()[1:])
-    assert rounds(project)[2] == STATUS_EMPTY  # the amend already holds the change
+    assert rounds(project)[2] == Status.EMPTY  # the amend already holds the change
     rollback(project, None, 2, "folded into the amend")
     assert open_round(project, None, "next").base == main_sha(project)
 
@@ -370,9 +372,9 @@ def test_tampered_csv_note_stops_a_pending_decision(project: Path, monkeypatch: 
         validate(project, None)
     monkeypatch.undo()
     git(project, "notes", "--ref", C.NOTES_BENCH, "add", "-f", "-m", "label,Check\nforged,PASS", commit)
-    assert rounds(project)[2] == STATUS_OPEN and main_sha(project) == incumbent
+    assert rounds(project)[2] == Status.OPEN and main_sha(project) == incumbent
     result = validate(project, None)
-    assert not result.resumed and result.decision == C.DECISION_ACCEPT  # measured again
+    assert not result.resumed and result.decision == Decision.ACCEPT  # measured again
     document = verdict.read(g.open_repo(project), commit)[-1]
     assert g.note_blobs(g.open_repo(project), C.NOTES_BENCH)[commit] == document["csv_note"]["blob"]
 
@@ -405,7 +407,7 @@ def test_a_new_module_next_to_the_harness_is_a_harness_change(project: Path) -> 
     git(project, "add", "statistics.py")
     git(project, "commit", "-q", "-m", "Hypothesis: h\nChange: a helper module")
     result = validate(project, None)
-    assert result.decision == C.DECISION_REJECT and result.reasons == [C.REASON_HARNESS_CHANGED]
+    assert result.decision == Decision.REJECT and result.reasons == [C.REASON_HARNESS_CHANGED]
     assert_invariants(project, NAME)
 
 
@@ -459,7 +461,7 @@ def test_uncommitted_edit_blocks_an_accept_before_anything_moves(
 ) -> None:
     commit_round(project, "faster", 150)
     incumbent = main_sha(project)
-    git(project, "checkout", "-q", C.main_branch(NAME))
+    git(project, "checkout", "-q", CampaignRef.main(NAME).branch)
     checkout = g.checkout
     monkeypatch.setattr(g, "checkout", lambda repo, branch: None)  # stay on main, as a user could
     monkeypatch.setattr(validate_module.g, "require_clean", lambda repo, action: None)
@@ -613,7 +615,7 @@ def test_hostile_repository_path_runs_nothing(tmp_path: Path, monkeypatch: pytes
     baseline(root, None)
     commit_round(root, "faster", 150)
     result = validate(root, None)
-    assert result.decision == C.DECISION_ACCEPT and result.transfer == "ACCEPT-as-real"
+    assert result.decision == Decision.ACCEPT and result.transfer == "ACCEPT-as-real"
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
 
 

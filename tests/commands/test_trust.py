@@ -29,6 +29,8 @@ from gitcampaign.commands.trust import trust
 from gitcampaign.commands.validate import validate
 from gitcampaign.errors import CampaignError
 from gitcampaign.loop import run_next
+from gitcampaign.refs import CampaignRef
+from gitcampaign.vocabulary import Decision
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_loop import NAME, commit_round, options  # noqa: E402
@@ -63,7 +65,7 @@ def test_init_approves_its_own_campaign(team: tuple[Path, Path, Path], tmp_path:
     alice, _, _ = team
     assert (tmp_path / "alice-ran").read_text().count("ran") == 1  # the baseline's tests ran
     commit_round(alice, "faster", 120)
-    assert validate(alice, None).decision == C.DECISION_ACCEPT
+    assert validate(alice, None).decision == Decision.ACCEPT
 
 
 def test_a_pulled_campaign_runs_nothing_until_approved(
@@ -72,27 +74,27 @@ def test_a_pulled_campaign_runs_nothing_until_approved(
     _, bob, _ = team
     (tmp_path / "alice-ran").unlink()
     commit_round(bob, "faster", 120)
-    head = git(bob, "rev-parse", C.main_branch(NAME)).strip()
+    head = git(bob, "rev-parse", CampaignRef.main(NAME).branch).strip()
     with pytest.raises(CampaignError, match="not approved in this clone") as refused:
         validate(bob, None)
     assert "echo ran >>" in refused.value.message and "quick_command" in refused.value.message
     assert refused.value.hint.endswith(f"git campaign trust --campaign {NAME}")
     with pytest.raises(CampaignError, match="not approved in this clone"):
         run_next(bob, None)
-    git(bob, "checkout", "-q", C.round_branch(NAME, 2))
+    git(bob, "checkout", "-q", CampaignRef.round_branch(NAME, 2).branch)
     code, text = run_pre_commit(bob)
     assert code == 1 and f"git campaign trust --campaign {NAME}" in text
-    git(bob, "checkout", "-q", C.main_branch(NAME))
+    git(bob, "checkout", "-q", CampaignRef.main(NAME).branch)
     assert "git campaign trust" in status(bob, None).next
     assert main(["-C", str(bob), "validate"]) == 1
     assert "git campaign trust" in capsys.readouterr().err
     assert not (tmp_path / "alice-ran").exists()  # nothing ran anywhere
-    assert git(bob, "rev-parse", C.main_branch(NAME)).strip() == head
+    assert git(bob, "rev-parse", CampaignRef.main(NAME).branch).strip() == head
 
     approved = trust(bob, None)
     assert approved.commands["test_command"] == marked(tmp_path / "alice-ran") and approved.newly
     assert not trust(bob, None).newly  # approving again changes nothing
-    assert validate(bob, None).decision == C.DECISION_ACCEPT
+    assert validate(bob, None).decision == Decision.ACCEPT
     assert (tmp_path / "alice-ran").exists()
     # Stored in the clone's git dir: nothing in the tree, no ref that could travel.
     assert git(bob, "status", "--porcelain") == ""
@@ -226,4 +228,4 @@ def test_commands_are_frozen_at_the_baseline(
             command()
         assert "frozen" in refused.value.message
         assert "git campaign init" in refused.value.hint and "git checkout" in refused.value.hint
-    assert g.rev(g.open_repo(root), C.main_branch(NAME)) == git(root, "rev-parse", "HEAD~1").strip()
+    assert g.rev(g.open_repo(root), CampaignRef.main(NAME).branch) == git(root, "rev-parse", "HEAD~1").strip()

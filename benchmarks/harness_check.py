@@ -1,7 +1,7 @@
-"""The measurements behind BENCHMARKS.md's first table (the gate against an outside clock) and its spread.
+"""The measurements behind BENCHMARKS.md's first table (the harness against an outside clock) and its spread.
 
-    python3 benchmarks/gate_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
-    python3 benchmarks/gate_check.py spread OUT [--processes 5] [--harness-args "--preroll-s 0.5"]
+    python3 benchmarks/harness_check.py agreement OUT [--ops gemm:2,quantize_fp8_rowwise:1] [--rounds 4]
+    python3 benchmarks/harness_check.py spread OUT [--processes 5] [--harness-args "--preroll-s 0.5"]
         [--op gemm_fp8_tensorwise --pick 1,0]
 
 agreement: for each op, the harness and the independent back-to-back measurement
@@ -72,11 +72,11 @@ PICK = {"llama3.1-8b:mbs=1": [2, 0, 3, 1], "mixtral-8x7b:mbs=1": [0, 6], "llama3
 
 
 def harness_copy(op: str, backend: str) -> Path:
-    """campaigns/gate-OP/quick_test_bench.py and its op spec, as `git campaign prepare` writes them."""
+    """campaigns/harness-OP/quick_test_bench.py and its op spec, as `git campaign prepare` writes them."""
     from gitcampaign.harness.build import frozen_harness
     from gitcampaign.harness.ops import spec_of
 
-    folder = ROOT / "campaigns" / f"gate-{op}"
+    folder = ROOT / "campaigns" / f"harness-{op}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "op_spec.py").write_bytes(spec_of(op)[0].read_bytes())  # type: ignore[index]
     path = folder / "quick_test_bench.py"
@@ -85,7 +85,7 @@ def harness_copy(op: str, backend: str) -> Path:
 
 
 # Blockwise fp8 goes to the Gluon kernel (kernels/_gluon_fp8.py: one tile, no tuner) unless a tile is
-# pinned, which would time the Triton kernel instead: the gate times it unpinned, as training runs it.
+# pinned, which would time the Triton kernel instead: the harness times it unpinned, as training runs it.
 OP_UNPINNED = {"gemm_fp8_blockwise": ("KERNELS_GEMM_FP8_CONFIG",)}
 
 
@@ -98,8 +98,8 @@ def child_env(op: str = "gemm") -> dict[str, str]:
 
 def agreement(out: Path, ops: list[str], rounds: int, timeout_s: float) -> None:
     lines = [
-        "| op | shape | phase | ours gate ms | ours b2b ms | dev | vendor gate ms | vendor b2b ms | dev "
-        "| ratio gate | ratio b2b | ratio dev | ratio spread gate/b2b | SM MHz ours gate/b2b, vendor gate/b2b |",
+        "| op | shape | phase | ours harness ms | ours b2b ms | dev | vendor harness ms | vendor b2b ms | dev "
+        "| ratio harness | ratio b2b | ratio dev | ratio spread harness/b2b | SM MHz ours harness/b2b, vendor harness/b2b |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary = []

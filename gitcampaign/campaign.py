@@ -443,7 +443,7 @@ class Campaign:
                 continue
             docs = noted.get(round_commit, []) if round_commit else []
             decision = verdict.standing(docs)
-            hypothesis = str(decision.get("hypothesis", "")) if decision else ""
+            hypothesis = (decision.hypothesis or "") if decision else ""
             if not hypothesis:
                 hypothesis = g.config_get(self.repo, f"branch.{self.round_branch(number)}.description") or ""
             if not hypothesis and round_commit:  # a branch description stays in its clone; a message travels

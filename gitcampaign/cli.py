@@ -29,6 +29,8 @@ from gitcampaign.vocabulary import ACCEPTED
 if TYPE_CHECKING:
     from gitcampaign.commands.show import ShowResult
     from gitcampaign.commands.status import StatusResult
+    from gitcampaign.heat_validation import HeatResult
+    from gitcampaign.validation import ValidateResult
 
 EXIT_USER_ERROR = 1
 EXIT_REJECTED = 1  # `validate --exit-code` on a REJECT, as `git diff --exit-code` on a difference
@@ -112,7 +114,7 @@ def show_text(result: ShowResult) -> str:
         ]
     if result.conflicts:
         parts += ["", "conflicting verdicts (this round was validated in two clones; both are kept):"]
-        parts += [f"  {doc.decision} written {doc.get('written', '?')}" for doc in result.conflicts]
+        parts += [f"  {doc.decision} written {doc.written or '?'}" for doc in result.conflicts]
         parts.append(
             f"  settle it with `git campaign accept {result.round}` or `git campaign rollback {result.round}`"
         )
@@ -474,19 +476,17 @@ def _echo_rejected_elsewhere(ctx: click.Context) -> None:
         click.echo(f"  {name} round {row.round}{reasons}: {hypothesis}")
 
 
-def _validation_text(result: Any) -> str:
-    def pct(value: Any) -> str:
-        return (
-            f"{100 * (value - 1):+.2f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
-        )
+def _validation_text(result: ValidateResult) -> str:
+    def pct(value: float | None) -> str:
+        return f"{100 * (value - 1):+.2f}%" if value is not None and math.isfinite(value) else "-"
 
     rows = [
         [
             label,
-            v.get("check", ""),
-            f"{v['incumbent']:.4g}" if "incumbent" in v else "-",
-            f"{v['candidate']:.4g}" if "candidate" in v else "-",
-            pct(v.get("ratio")),
+            v.check or "",
+            f"{v.incumbent:.4g}" if v.incumbent is not None else "-",
+            f"{v.candidate:.4g}" if v.candidate is not None else "-",
+            pct(v.ratio),
         ]
         for label, v in result.shapes.items()
     ]
@@ -588,7 +588,7 @@ def validate(
         ctx.exit(EXIT_REJECTED)
 
 
-def _heat_text(result: Any) -> str:
+def _heat_text(result: HeatResult) -> str:
     """Each candidate's decision (the accepted one's with its table), then what the heat did."""
     from gitcampaign.cost import duration
 

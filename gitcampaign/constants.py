@@ -34,7 +34,10 @@ NOTES_ENVIRONMENT = "refs/notes/campaign/environment"
 NOTES_PROFILE = "refs/notes/campaign/profile"
 NOTES_GLOB = "refs/notes/campaign/*"
 
-VERDICT_FORMAT = 1
+# The two sides of a measurement: their worktrees, and the keys of a verdict's `build` and
+# `aggregate` and of its paired samples.
+INCUMBENT = "incumbent"
+CANDIDATE = "candidate"
 
 
 CHECK_PASS = "PASS"

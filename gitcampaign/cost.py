@@ -54,9 +54,9 @@ def total(campaign: Campaign) -> DeviceTotal:
     """The campaign's device time: every verdict document of it that recorded `device_seconds`
     (baseline, validations, heats, report)."""
     spent = [
-        float(value)
+        float(doc.device_seconds)
         for docs in campaign.verdicts().values()
         for doc in docs
-        if isinstance(value := doc.get("device_seconds"), (int, float)) and not isinstance(value, bool)
+        if doc.device_seconds is not None
     ]
     return DeviceTotal(round(sum(spent), 1), len(spent))

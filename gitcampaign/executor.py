@@ -32,9 +32,10 @@ from typing import Any
 
 from git import Repo
 
+from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
-from gitcampaign.measure import INCUMBENT, HarnessJob, PairResult, heat_sweeps, interleaved, run_quick
+from gitcampaign.measure import HarnessJob, PairResult, heat_sweeps, interleaved, run_quick
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape
@@ -196,7 +197,7 @@ class ShardTask:
             return heat_sweeps(self.worktrees, self.job, self.sweeps, self.scratch, progress)
         if self.pairs == 0:
             table = run_quick(
-                self.worktrees[INCUMBENT], self.job, self.scratch / "full.csv", progress, "baseline commit"
+                self.worktrees[C.INCUMBENT], self.job, self.scratch / "full.csv", progress, "baseline commit"
             )
             return [PairResult(table, None)]
         return interleaved(self.worktrees, self.job, self.pairs, self.scratch, self.stop_on_failure, progress)

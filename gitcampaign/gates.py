@@ -24,7 +24,7 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.lint import lint_source
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import protected_changes
-from gitcampaign.verdict import VerdictDoc
+from gitcampaign.verdict import GateFindings, VerdictDoc
 from gitcampaign.vocabulary import Phase
 
 GATES = (
@@ -52,14 +52,9 @@ def measured(docs: Sequence[VerdictDoc]) -> VerdictDoc | None:
     return next((doc for doc in reversed(docs) if doc.phase == Phase.VALIDATE and doc.decision), None)
 
 
-def reasons_of(doc: VerdictDoc) -> list[str]:
-    reasons = doc.get("reasons")
-    return [str(reason) for reason in reasons] if isinstance(reasons, list) else []
-
-
 def gate_findings(
     repo: Repo, manifest: Manifest, incumbent: str, commit: str, changed: list[str]
-) -> dict[str, list[str]]:
+) -> GateFindings:
     """The integrity and static gates, from git alone: run by `validate` because hooks can be
     skipped (--no-verify), and again by `accept` because notes can be written by hand."""
     protected = protected_changes(repo, manifest, incumbent, commit, changed)
@@ -76,7 +71,7 @@ def gate_findings(
                 suppressed.append(f"{text} (suppressed: {finding.suppressed_reason})")
             else:
                 info.append(text)  # W1: the allowed weight cache, reported so the verdict shows it
-    return {"protected_changed": protected, "static": static, "suppressed": suppressed, "info": info}
+    return GateFindings(protected_changed=protected, static=static, suppressed=suppressed, info=info)
 
 
 def overridable(
@@ -98,11 +93,11 @@ def overridable(
             "run `git campaign validate` (the MCP validate tool); an override may then overrule its speed rules",
             [],
         )
-    recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in reasons_of(doc)]
+    recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in doc.reasons or []]
     incumbent = g.parent(repo, commit) or commit
     found = gate_findings(repo, manifest, incumbent, commit, g.changed_paths(repo, incumbent, commit))
-    now = [C.REASON_HARNESS_CHANGED] if found["protected_changed"] else []
-    now += [C.REASON_STATIC_CHECK] if found["static"] else []
+    now = [C.REASON_HARNESS_CHANGED] if found.protected_changed else []
+    now += [C.REASON_STATIC_CHECK] if found.static else []
     failed = list(dict.fromkeys(reason for reason in [*recorded, *now] if reason in GATES))
     if override_overfit:
         failed = [reason for reason in failed if reason != C.REASON_OVERFIT]
@@ -121,20 +116,15 @@ def overridable(
             hint,
             failed,
         )
-    note = validated.get("csv_note")
     facts = verdict.commit_facts(repo, [commit]).get(commit)
-    if (
-        not isinstance(note, dict)
-        or facts is None
-        or facts.csv_blobs.get(str(note.get("ref"))) != note.get("blob")
-    ):
+    if facts is None or not verdict.names_its_csv(validated, facts):
         raise GateRefusal(
             f"round {number}'s validation names no measurement on {commit[:12]} (the CSV note it names is not"
             " the commit's): an override overrules measured speed rules only",
             "run `git campaign validate` on a new round with this change (`git campaign round --from ...`)",
             [],
         )
-    return reasons_of(validated)
+    return list(validated.reasons or [])
 
 
 def audit(docs: Sequence[VerdictDoc], builtin_harness: bool) -> str:
@@ -145,40 +135,34 @@ def audit(docs: Sequence[VerdictDoc], builtin_harness: bool) -> str:
     if validated is None or standing is None:
         return "no validation recorded: no gate is known to have run"
     if standing.phase == Phase.OVERRIDE:
-        why = "; ".join(str(note) for note in standing.get("notes") or []) or "no reason given"
-        how = (
-            f"accepted by manual override of {validated.decision} ({', '.join(reasons_of(validated))}): {why}"
-        )
+        why = "; ".join(standing.notes or []) or "no reason given"
+        how = f"accepted by manual override of {validated.decision} ({', '.join(validated.reasons or [])}): {why}"
     else:
         how = str(standing.decision)
-    transfer = validated.get("transfer")
+    transfer = validated.transfer
     parts = [how, f"training probe {transfer}" if transfer else "no training probe ran"]
     return f"{', '.join(parts)}; {'; '.join(_gate_record(validated, builtin_harness))}"
 
 
 def _gate_record(doc: VerdictDoc, builtin_harness: bool) -> list[str]:
     record = []
-    build = (doc.get("build") or {}).get("candidate")
-    if isinstance(build, dict):
-        record.append("built" if build.get("passed") else "build FAILED")
-    tests = doc.get("tests")
-    if isinstance(tests, dict):
-        record.append("tests passed" if tests.get("passed") else "tests FAILED")
+    build = (doc.build or {}).get(C.CANDIDATE)
+    if build is not None:
+        record.append("built" if build.passed else "build FAILED")
+    if doc.tests is not None:
+        record.append("tests passed" if doc.tests.passed else "tests FAILED")
     else:
         record.append("no tests ran")
-    found = doc.get("gates")
-    if isinstance(found, dict):
-        static, protected = found.get("static") or [], found.get("protected_changed") or []
+    found = doc.gates
+    if found is not None:
+        static, protected = found.static or [], found.protected_changed or []
         record.append(f"lint FAILED ({len(static)} findings)" if static else "lint clean")
         record.append(
-            f"protected files CHANGED ({', '.join(map(str, protected))})"
-            if protected
-            else "protected files unchanged"
+            f"protected files CHANGED ({', '.join(protected)})" if protected else "protected files unchanged"
         )
     else:
         record.append("lint and protected files: not recorded")
-    shapes = doc.get("shapes") or {}
-    checks = [entry.get("check") for entry in shapes.values() if isinstance(entry, dict)]
+    checks = [entry.check for entry in (doc.shapes or {}).values()]
     if checks and all(check == C.CHECK_PASS for check in checks):
         record.append(
             "every shape PASS in the harness's run-time checks"

@@ -35,10 +35,9 @@ from gitcampaign.campaign import Campaign, Round, apply_decision
 from gitcampaign.decision import PairedStats, PairSample, paired_stats, screen
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT, HarnessJob, PairResult, run_dir, samples, worktrees
+from gitcampaign.measure import HarnessJob, PairResult, run_dir, samples, worktrees
 from gitcampaign.progress import Progress
 from gitcampaign.refs import CampaignRef
-from gitcampaign.results import aggregate
 from gitcampaign.validation import (
     Candidate,
     ValidateResult,
@@ -50,7 +49,9 @@ from gitcampaign.validation import (
     sample_records,
     sessions,
     shape_figures,
+    sides_aggregate,
 )
+from gitcampaign.verdict import ShapeFigures
 from gitcampaign.vocabulary import ACCEPTED, Decision, Status
 
 MAX_SWEEPS = 20
@@ -195,7 +196,7 @@ def _decide(
     for candidate in candidates:
         candidate.result.device_seconds = measured.device_seconds.get(candidate.number)
         close(candidate.document, candidate.result, manifest, repo, candidate.commit)
-        candidate.document["heat"] = record
+        candidate.document.heat = record
     result.device_seconds = round(sum(measured.device_seconds.values()), 1)
     # The confirmed candidate last: a run killed before its verdict is noted leaves it open in the
     # heat, measured again by the next run; noted, it finds every loser noted before it.
@@ -235,7 +236,7 @@ class _Measurement:
             return
         repo, manifest = self.campaign.repo, self.manifest
         scratch = run_dir(repo, self.campaign.name, "heat")
-        commits = {INCUMBENT: self.incumbent, **{role(c.number): c.commit for c in candidates}}
+        commits = {C.INCUMBENT: self.incumbent, **{role(c.number): c.commit for c in candidates}}
         started = time.monotonic()
         own: dict[int, float] = {}
         with worktrees(repo, self.campaign.name, commits, steps.measured_paths(manifest)) as trees:
@@ -253,18 +254,22 @@ class _Measurement:
                         role(candidate.number),
                     )
                     own[candidate.number] = time.monotonic() - began
-                    candidate.document.update(readiness.record)
+                    candidate.document.build = readiness.build or None
+                    candidate.document.tests = readiness.tests
                     if readiness.reason is not None:
                         candidate.result.reasons, candidate.result.notes = [readiness.reason], readiness.notes
                     else:
                         ready.append(candidate)
                 if ready:
                     built = steps.prepare_incumbent(
-                        repo, manifest, trees[INCUMBENT], self.incumbent, scratch, self.job.timeout_s
+                        repo, manifest, trees[C.INCUMBENT], self.incumbent, scratch, self.job.timeout_s
                     )
                     if built is not None:
                         for candidate in ready:
-                            candidate.document.setdefault("build", {})[INCUMBENT] = built.to_json()
+                            candidate.document.build = {
+                                **(candidate.document.build or {}),
+                                C.INCUMBENT: built.record(),
+                            }
             contenders = self._screen(ready, trees, sweeps, scratch) if len(ready) > 1 else ready
             shared = time.monotonic() - started - sum(own.values())
             confirming = 0.0
@@ -292,7 +297,7 @@ class _Measurement:
         the single round's rules reject them on their screen pairs) and returns the contenders, best first."""
         metric, labels = self.manifest.primary_metric, self.job.labels()
         screened_trees = {
-            INCUMBENT: trees[INCUMBENT],
+            C.INCUMBENT: trees[C.INCUMBENT],
             **{role(c.number): trees[role(c.number)] for c in ready},
         }
         runs = sweeps * len(screened_trees)
@@ -312,13 +317,13 @@ class _Measurement:
             own = [pair for pair in measured.pairs if pair.role == role(candidate.number)]
             self.csv[candidate.number] = own[0].candidate.raw
             if measured.devices:
-                candidate.document["devices"] = measured.devices
+                candidate.document.devices = measured.devices
             failing = [(pair, row) for pair in own for row in pair.candidate.rows if not row.passed]
             if failing:
                 candidate.result.reasons = [C.REASON_CHECK_FAILED]
                 candidate.result.notes = [f"{row.label}: {row.check}" for _, row in failing]
                 candidate.result.shapes = {
-                    row.label: {"check": row.check} for row in failing[-1][0].candidate.rows
+                    row.label: ShapeFigures(check=row.check) for row in failing[-1][0].candidate.rows
                 }
                 self.csv[candidate.number] = failing[-1][0].candidate.raw
                 continue
@@ -343,15 +348,10 @@ class _Measurement:
         metric, labels = self.manifest.primary_metric, self.job.labels()
         candidate.result.ratio, candidate.result.ci = stats.ratio, stats.ci
         candidate.result.shapes = shape_figures(stats, found, labels)
-        candidate.document.update(
-            sessions=1,
-            pairs=len(found),
-            aggregate={
-                "candidate": aggregate(own[0].candidate, metric, labels),
-                "incumbent": aggregate(own[0].incumbent, metric, labels) if own[0].incumbent else None,
-            },
-            samples=sample_records(found),
-        )
+        candidate.document.sessions = 1
+        candidate.document.pairs = len(found)
+        candidate.document.aggregate = sides_aggregate(own[0], metric, labels)
+        candidate.document.samples = sample_records(found)
 
     def _confirm(
         self, best: Candidate, trees: dict[str, Path], pairs: int | None, probe: bool, scratch: Path
@@ -359,8 +359,8 @@ class _Measurement:
         """The best contender measured afresh against the incumbent, decided on that alone."""
         self.confirmed = best.number
         screened = best.result.ratio
-        confirming = {INCUMBENT: trees[INCUMBENT], CANDIDATE: trees[role(best.number)]}
-        commits = {INCUMBENT: self.incumbent, CANDIDATE: best.commit}
+        confirming = {C.INCUMBENT: trees[C.INCUMBENT], C.CANDIDATE: trees[role(best.number)]}
+        commits = {C.INCUMBENT: self.incumbent, C.CANDIDATE: best.commit}
         self.csv[best.number] = sessions(
             self.campaign,
             self.manifest,

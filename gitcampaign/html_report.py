@@ -71,13 +71,13 @@ def _lineage_table(rows: list[LineageRow], metric: str) -> str:
 
 
 def _shape_table(decision: VerdictDoc) -> str:
-    shapes = decision.get("shapes") or {}
+    shapes = decision.shapes or {}
     if not shapes:
         return "<p>No per-shape measurement (a gate decided before anything was timed).</p>"
     rows = "".join(
-        f"<tr><td>{_e(label)}</td><td>{_e(v.get('check', ''))}</td>"
-        f'<td class="num">{_num(v.get("incumbent"))}</td><td class="num">{_num(v.get("candidate"))}</td>'
-        f'<td class="num">{_change(v.get("ratio"))}</td></tr>'
+        f"<tr><td>{_e(label)}</td><td>{_e(v.check or '')}</td>"
+        f'<td class="num">{_num(v.incumbent)}</td><td class="num">{_num(v.candidate)}</td>'
+        f'<td class="num">{_change(v.ratio)}</td></tr>'
         for label, v in shapes.items()
     )
     return (
@@ -99,16 +99,16 @@ def _round_section(campaign: Campaign, entry: Round) -> str:
         parts.append(f"<p><b>Commit</b> <code>{_e(entry.commit[:12])}</code></p>")
         parts.append(f'<pre class="diffstat">{_e(stat) or "(no change)"}</pre>')
     if decision:
-        reasons = ", ".join(decision.get("reasons") or []) or "none"
-        ci = decision.get("ci") or [None, None]
+        reasons = ", ".join(decision.reasons or []) or "none"
+        ci = decision.ci or [None, None]
         parts.append(
             f"<p><b>Verdict:</b> {_e(decision.decision)} (reasons: {_e(reasons)}); aggregate ratio "
-            f"{_num(decision.get('ratio'), '.4f')}, 95% CI [{_num(ci[0], '.4f')}, {_num(ci[1], '.4f')}]"
-            + (f"; transfer: {_e(decision.get('transfer'))}" if decision.get("transfer") else "")
-            + (" <b>(manual override)</b>" if decision.get("override") else "")
+            f"{_num(decision.ratio, '.4f')}, 95% CI [{_num(ci[0], '.4f')}, {_num(ci[1], '.4f')}]"
+            + (f"; transfer: {_e(decision.transfer)}" if decision.transfer else "")
+            + (" <b>(manual override)</b>" if decision.override else "")
             + "</p>"
         )
-        notes = decision.get("notes") or []
+        notes = decision.notes or []
         if notes:
             parts.append("<ul>" + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>")
         parts.append(_shape_table(decision))

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitcampaign import constants as C
 from gitcampaign import envinfo, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign
 from gitcampaign.decision import PairSample
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT
 
 
 def kept_path(campaign: Campaign, number: int) -> Path:
@@ -42,8 +42,8 @@ class KeptSessions:
         manifest: Manifest,
     ) -> KeptSessions:
         key = {
-            "incumbent": commits[INCUMBENT],
-            "candidate": commits[CANDIDATE],
+            "incumbent": commits[C.INCUMBENT],
+            "candidate": commits[C.CANDIDATE],
             "shapes": labels,
             "pairs": pairs,
             "metric": manifest.primary_metric,

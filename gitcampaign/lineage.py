@@ -6,7 +6,6 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tabulate import tabulate
 
@@ -40,8 +39,7 @@ class RoundLevel:
 
 
 def aggregate_ratio(decision: VerdictDoc | None) -> float | None:
-    ratio = decision.get("ratio") if decision else None
-    return ratio if isinstance(ratio, (int, float)) else None
+    return decision.ratio if decision else None
 
 
 def cumulative(
@@ -61,31 +59,31 @@ def cumulative(
 
 
 def _key_deltas(decision: VerdictDoc | None, top: int = 2) -> str:
-    shapes = decision.get("shapes") or {} if decision else {}
-    ratios = [(label, v["ratio"]) for label, v in shapes.items() if isinstance(v.get("ratio"), (int, float))]
+    shapes = (decision.shapes if decision else None) or {}
+    ratios = [(label, v.ratio) for label, v in shapes.items() if v.ratio is not None]
     ratios.sort(key=lambda item: -abs(item[1] - 1))
     if not ratios:
-        failing = [label for label, v in shapes.items() if v.get("check") not in (None, C.CHECK_PASS)]
+        failing = [label for label, v in shapes.items() if v.check not in (None, C.CHECK_PASS)]
         # Rejected before any measurement (build_failed, tests_failed, a gate): its reasons say why.
         return (
             ("FAIL: " + ", ".join(failing))
             if failing
-            else ", ".join(decision.get("reasons") or [] if decision else [])
+            else ", ".join((decision.reasons if decision else None) or [])
         )
     return ", ".join(f"{label} {100 * (r - 1):+.1f}%" for label, r in ratios[:top])
 
 
-def lineage_rows(campaign: Campaign) -> tuple[Mapping[str, Any], list[LineageRow]]:
-    """(the baseline document, or {} before the baseline; a row per round)."""
+def lineage_rows(campaign: Campaign) -> tuple[VerdictDoc | None, list[LineageRow]]:
+    """(the baseline document, or None before the baseline; a row per round)."""
     return rows_of(*campaign.lineage())
 
 
 def rows_of(
     baseline_docs: list[VerdictDoc], rounds: list[Round]
-) -> tuple[Mapping[str, Any], list[LineageRow]]:
+) -> tuple[VerdictDoc | None, list[LineageRow]]:
     """`lineage_rows` of a lineage already read (`Campaign.lineage()`)."""
-    baseline: Mapping[str, Any] = baseline_docs[0] if baseline_docs else {}
-    quick_base = (baseline.get("aggregate") or {}).get("quick")
+    baseline = baseline_docs[0] if baseline_docs else None
+    quick_base = baseline.aggregate.quick if baseline and baseline.aggregate else None
     rows = (
         [LineageRow(1, Status.BASELINE, Decision.BASELINE, "baseline", quick_base, 1.0, "", None, None)]
         if baseline
@@ -103,9 +101,9 @@ def rows_of(
                 quick_base * level if quick_base and level else None,
                 level,
                 _key_deltas(decision),
-                decision.get("transfer") if decision else None,
+                decision.transfer if decision else None,
                 entry.commit,
-                ", ".join(decision.get("reasons") or []) if decision else "",
+                ", ".join(decision.reasons or []) if decision else "",
             )
         )
     return baseline, rows
@@ -197,7 +195,7 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
     if "efficiency" not in target or "peak" in target or not manifest.representative_shapes:
         return None
     baseline_docs, rounds = campaign.lineage()
-    standing: Mapping[str, Any] | None = None
+    standing: VerdictDoc | None = None
     figures: dict[str, float] = {}
     for entry in reversed([entry for entry in rounds if entry.status == Status.ACCEPTED]):
         standing = next((doc for doc in reversed(entry.docs) if _figures(doc, "candidate")), None)
@@ -208,8 +206,7 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
         standing, figures = baseline_docs[0], _figures(baseline_docs[0], "value")
     if standing is None:
         return None
-    device = str((standing.get("environment") or {}).get("gpu", ""))
-    ceilings = roofline.ceilings_for(campaign.repo, device)
+    ceilings = roofline.ceilings_for(campaign.repo, standing.gpu)
     return {
         label: roofline.metric_share(figures[label], manifest.primary_metric, manifest.target_op, ceilings)
         if label in figures
@@ -218,11 +215,10 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
     }
 
 
-def _figures(doc: Mapping[str, Any], key: str) -> dict[str, float]:
+def _figures(doc: VerdictDoc, key: str) -> dict[str, float]:
     """{shape: figure} of a verdict document's `shapes` (`candidate` of a validation, `value` of the baseline)."""
-    shapes = doc.get("shapes") or {}
     return {
-        label: float(entry[key])
-        for label, entry in shapes.items()
-        if isinstance(entry, dict) and isinstance(entry.get(key), (int, float))
+        label: float(figure)
+        for label, entry in (doc.shapes or {}).items()
+        if (figure := getattr(entry, key)) is not None
     }

@@ -32,8 +32,6 @@ from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
 
-INCUMBENT = "incumbent"
-CANDIDATE = "candidate"
 SHIELD_DIR = Path(__file__).resolve().parent / "shield"
 
 
@@ -405,7 +403,7 @@ def tail(path: Path, lines: int = 15) -> str:
 class PairResult:
     candidate: BenchTable
     incumbent: BenchTable | None  # None when the candidate failed Check before the incumbent ran
-    role: str = CANDIDATE  # whose pair: a heat's screen pairs each candidate's run (its worktree's role)
+    role: str = C.CANDIDATE  # whose pair: a heat's screen pairs each candidate's run (its worktree's role)
 
 
 def pair_order(pairs: int) -> list[tuple[int, str]]:
@@ -413,7 +411,7 @@ def pair_order(pairs: int) -> list[tuple[int, str]]:
     return [
         (index, role)
         for index in range(pairs)
-        for role in ((CANDIDATE, INCUMBENT) if index % 2 == 0 else (INCUMBENT, CANDIDATE))
+        for role in ((C.CANDIDATE, C.INCUMBENT) if index % 2 == 0 else (C.INCUMBENT, C.CANDIDATE))
     ]
 
 
@@ -436,14 +434,14 @@ def interleaved(
     tables: dict[str, BenchTable] = {}
     with InTurn(runs) as turns:
         for (index, role), run in zip(order, runs, strict=True):
-            other = INCUMBENT if role == CANDIDATE else CANDIDATE
+            other = C.INCUMBENT if role == C.CANDIDATE else C.CANDIDATE
             if other in worktrees:  # the kernels the round left alone, compiled by either side first
                 seed_triton_cache(worktrees[other], worktrees[role])
             tables[role] = quick_table(turns, run, job, progress, f"pair {index + 1}/{pairs}, {role}")
-            if stop_on_failure and role == CANDIDATE and not all(row.passed for row in tables[role].rows):
-                return [*results, PairResult(tables[CANDIDATE], tables.get(INCUMBENT))]
+            if stop_on_failure and role == C.CANDIDATE and not all(row.passed for row in tables[role].rows):
+                return [*results, PairResult(tables[C.CANDIDATE], tables.get(C.INCUMBENT))]
             if len(tables) == 2:
-                results.append(PairResult(tables[CANDIDATE], tables[INCUMBENT]))
+                results.append(PairResult(tables[C.CANDIDATE], tables[C.INCUMBENT]))
                 tables = {}
     return results
 
@@ -458,7 +456,7 @@ def heat_order(candidates: list[str], sweeps: int) -> list[tuple[int, str]]:
         turn = sweep % len(candidates)
         turned = candidates[turn:] + candidates[:turn]
         middle = len(turned) // 2
-        roles = [*turned[:middle], INCUMBENT, *turned[middle:]]
+        roles = [*turned[:middle], C.INCUMBENT, *turned[middle:]]
         order += [(sweep, role) for role in (reversed(roles) if sweep % 2 else roles)]
     return order
 
@@ -471,10 +469,10 @@ def heat_sweeps(
     progress: Progress | None = None,
 ) -> list[PairResult]:
     """A heat's screen: `sweeps` sweeps of heat_order over the incumbent and every candidate (every
-    role of `worktrees` but INCUMBENT), one process each. Each candidate's run is paired with the
+    role of `worktrees` but C.INCUMBENT), one process each. Each candidate's run is paired with the
     incumbent's run of its sweep, so N candidates cost N + 1 runs a sweep instead of 2N: the pairs,
     sweep by sweep and in the candidates' order, each with its role."""
-    candidates = [role for role in worktrees if role != INCUMBENT]
+    candidates = [role for role in worktrees if role != C.INCUMBENT]
     order = heat_order(candidates, sweeps)
     runs = [quick_run(worktrees[role], job, scratch / f"sweep{sweep}-{role}.csv") for sweep, role in order]
     tables: dict[tuple[int, str], BenchTable] = {}
@@ -486,7 +484,7 @@ def heat_sweeps(
             what = f"sweep {sweep + 1}/{sweeps}, {role}"
             tables[(sweep, role)] = quick_table(turns, run, job, progress, what)
     return [
-        PairResult(tables[(sweep, role)], tables[(sweep, INCUMBENT)], role)
+        PairResult(tables[(sweep, role)], tables[(sweep, C.INCUMBENT)], role)
         for sweep in range(sweeps)
         for role in candidates
     ]

@@ -62,10 +62,10 @@ class PlotData:
 def _ratio(decision: VerdictDoc | None, shape: str | None) -> float | None:
     if not decision:
         return None
-    value = (
-        decision.get("ratio") if shape is None else (decision.get("shapes") or {}).get(shape, {}).get("ratio")
-    )
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    if shape is None:
+        return decision.ratio if decision.ratio is not None and math.isfinite(decision.ratio) else None
+    figures = (decision.shapes or {}).get(shape)
+    return figures.measured_ratio if figures else None
 
 
 def series(campaign: Campaign, shape: str | None = None, rounds: list[Round] | None = None) -> Series:
@@ -108,9 +108,7 @@ def final_shape_ratios(campaign: Campaign, rounds: list[Round] | None = None) ->
     for document in reversed(verdict.read(campaign.repo, head)):
         if document.phase == Phase.REPORT and document.campaign == campaign.name:
             measured = {
-                label: float(v["ratio"])
-                for label, v in (document.get("shapes") or {}).items()
-                if isinstance(v.get("ratio"), (int, float))
+                label: float(v.ratio) for label, v in (document.shapes or {}).items() if v.ratio is not None
             }
             return measured, "final full validation (report)"
     manifest = campaign.manifest()
@@ -120,10 +118,10 @@ def final_shape_ratios(campaign: Campaign, rounds: list[Round] | None = None) ->
     labels = manifest.representative_shapes or [s.label for s in manifest.shapes()]
     ratios = {label: 1.0 for label in labels}
     for entry in accepted:
-        shapes = entry.decision.get("shapes") or {} if entry.decision else {}
+        shapes = (entry.decision.shapes if entry.decision else None) or {}
         for label in list(ratios):
-            value = (shapes.get(label) or {}).get("ratio")
-            if isinstance(value, (int, float)):
+            value = shapes[label].ratio if label in shapes else None
+            if value is not None:
                 ratios[label] *= value
             else:
                 del ratios[label]  # not measured in every accepted round: no honest product

@@ -247,7 +247,7 @@ def read_all(repo: Repo) -> dict[str, list[dict[str, Any]]]:
 
 
 def _documents(raw: bytes | None) -> list[dict[str, Any]]:
-    return [doc.to_mapping() for doc in verdict.parse_stream(raw) if doc.get("kind") == KIND]
+    return [doc.to_mapping() for doc in verdict.parse_stream(raw) if doc.kind == KIND]
 
 
 def append(repo: Repo, commit: str, document: Mapping[str, Any]) -> None:

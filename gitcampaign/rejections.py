@@ -46,22 +46,21 @@ def rejected_rounds(rounds: list[Round]) -> list[Rejected]:
         decision = entry.decision
         if entry.status != Status.REJECTED or decision is None or decision.decision != Decision.REJECT:
             continue
-        ratio = decision.get("ratio")
-        shapes = decision.get("shapes") or {}
+        ratio = decision.ratio
         found.append(
             Rejected(
                 entry.number,
                 entry.hypothesis,
-                [str(reason) for reason in decision.get("reasons") or []],
-                ratio if isinstance(ratio, (int, float)) and math.isfinite(ratio) else None,
+                list(decision.reasons or []),
+                ratio if ratio is not None and math.isfinite(ratio) else None,
                 {
-                    str(label): round(100 * (figures["ratio"] - 1), 3)
-                    for label, figures in shapes.items()
-                    if isinstance(figures, dict) and isinstance(figures.get("ratio"), (int, float))
+                    label: round(100 * (figures.ratio - 1), 3)
+                    for label, figures in (decision.shapes or {}).items()
+                    if figures.ratio is not None
                 },
                 decision.incumbent,
                 entry.commit,
-                [str(note) for note in decision.get("notes") or []],
+                list(decision.notes or []),
             )
         )
     return found

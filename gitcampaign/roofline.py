@@ -104,7 +104,7 @@ def recorded_peaks(repo: Repo) -> list[tuple[str, Mapping[str, Any]]]:
     found = []
     for commit, blob in g.note_blobs(repo, C.NOTES_ENVIRONMENT).items():
         for doc in verdict.parse_stream(g.read_blob(repo, blob)):
-            if doc.get("kind") == PEAKS_KIND and isinstance(doc.get("ceilings"), dict):
+            if doc.kind == PEAKS_KIND and isinstance(doc.extra.get("ceilings"), dict):
                 found.append((commit, doc.to_mapping()))
     return sorted(found, key=lambda item: str(item[1].get("written", "")))
 

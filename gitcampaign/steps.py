@@ -41,7 +41,8 @@ from gitcampaign import envinfo
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT, compiled_env, run_logged, tail, worktrees
+from gitcampaign.measure import compiled_env, run_logged, tail, worktrees
+from gitcampaign.verdict import StepRecord
 
 TAIL_LINES = 40
 ERROR_LINES = 10
@@ -79,8 +80,9 @@ class Step:
     output: str = ""  # the log's tail when the step failed
     cached_from: str | None = None  # a restored build: when it was built, and in how many seconds
 
-    def to_json(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value not in ("", None)}
+    def record(self) -> StepRecord:
+        """The step as a verdict records it (an empty output and unknown values left out)."""
+        return StepRecord(**{key: value for key, value in asdict(self).items() if value not in ("", None)})
 
     def failure_notes(self) -> list[str]:
         """A headline and the lines to read first (the first errors, else the last lines); the
@@ -342,9 +344,10 @@ def _same_file(origin: str, path: Path) -> bool:
 
 @dataclass
 class Readiness:
-    """What ran before a measurement: the verdict's `build` and `tests` entries, and a REJECT reason."""
+    """What ran before a measurement: the verdict's `build` (by role) and `tests`, and a REJECT reason."""
 
-    record: dict[str, Any] = field(default_factory=dict)
+    build: dict[str, StepRecord] = field(default_factory=dict)
+    tests: StepRecord | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -358,13 +361,13 @@ def prepare_round(
     timeout_s: float,
 ) -> Readiness:
     """Candidate build, candidate tests, incumbent build: a broken candidate costs one build."""
-    ready = prepare_candidate(repo, manifest, trees[CANDIDATE], commits[CANDIDATE], scratch, timeout_s)
+    ready = prepare_candidate(repo, manifest, trees[C.CANDIDATE], commits[C.CANDIDATE], scratch, timeout_s)
     if ready.reason is None:
         incumbent = prepare_incumbent(
-            repo, manifest, trees[INCUMBENT], commits[INCUMBENT], scratch, timeout_s
+            repo, manifest, trees[C.INCUMBENT], commits[C.INCUMBENT], scratch, timeout_s
         )
         if incumbent is not None:
-            ready.record.setdefault("build", {})[INCUMBENT] = incumbent.to_json()
+            ready.build[C.INCUMBENT] = incumbent.record()
     return ready
 
 
@@ -375,19 +378,19 @@ def prepare_candidate(
     commit: str,
     scratch: Path,
     timeout_s: float,
-    role: str = CANDIDATE,
+    role: str = C.CANDIDATE,
 ) -> Readiness:
     """One candidate's build, then its tests; the REJECT reason where either fails (logs named by `role`)."""
     ready = Readiness()
     candidate = build(repo, manifest, tree, commit, scratch / f"build-{role}.log", timeout_s)
     if candidate is not None:
-        ready.record["build"] = {CANDIDATE: candidate.to_json()}
+        ready.build[C.CANDIDATE] = candidate.record()
         if not candidate.passed:
             ready.reason, ready.notes = C.REASON_BUILD_FAILED, candidate.failure_notes()
             return ready
     tests = run_tests(manifest, tree, scratch / f"tests-{role}.log", timeout_s)
     if tests is not None:
-        ready.record["tests"] = tests.to_json()
+        ready.tests = tests.record()
         if not tests.passed:
             ready.reason, ready.notes = C.REASON_TESTS_FAILED, tests.failure_notes()
     return ready
@@ -405,16 +408,14 @@ def prepare_incumbent(
 
 def prepare_baseline(
     repo: Repo, manifest: Manifest, trees: dict[str, Path], commit: str, scratch: Path, timeout_s: float
-) -> dict[str, Any]:
+) -> Readiness:
     """Both A/A trees built and the tests green, or an error: a campaign cannot start from a red state."""
-    record: dict[str, Any] = build_all(
-        repo, manifest, trees, dict.fromkeys(trees, commit), scratch, timeout_s
-    )
-    tests = run_tests(manifest, trees[INCUMBENT], scratch / "tests-baseline.log", timeout_s)
+    ready = Readiness(build_all(repo, manifest, trees, dict.fromkeys(trees, commit), scratch, timeout_s))
+    tests = run_tests(manifest, trees[C.INCUMBENT], scratch / "tests-baseline.log", timeout_s)
     if tests is not None:
         _require(tests, f"the campaign's start {commit[:12]}")
-        record["tests"] = tests.to_json()
-    return record
+        ready.tests = tests.record()
+    return ready
 
 
 def build_all(
@@ -425,15 +426,16 @@ def build_all(
     scratch: Path,
     timeout_s: float,
     whole: bool = False,
-) -> dict[str, Any]:
-    """Every tree built (an error if one fails: these commits built before); the verdict's entry."""
+) -> dict[str, StepRecord]:
+    """Every tree built (an error if one fails: these commits built before); the verdict's `build`
+    (empty without a build command)."""
     built = {}
     for role, tree in trees.items():
         step = build(repo, manifest, tree, commits[role], scratch / f"build-{role}.log", timeout_s, whole)
         if step is not None:
             _require(step, f"{role} {commits[role][:12]}")
-            built[role] = step.to_json()
-    return {"build": built} if built else {}
+            built[role] = step.record()
+    return built
 
 
 def run_tests(manifest: Manifest, tree: Path, log_path: Path, timeout_s: float) -> Step | None:

@@ -219,6 +219,7 @@ def merge_streams(ours: bytes, theirs: bytes) -> bytes:
 
 
 def _written(document: bytes) -> str:
+    """When a document of any campaign note (verdict, environment, profile) was written."""
     try:
         parsed = safe_yaml.load(document)
     except safe_yaml.UnsafeYAML:
@@ -409,22 +410,21 @@ def _supersede(
             verdict.append(
                 repo,
                 commit,
-                VerdictDoc.of(
-                    {
-                        "campaign": name,
-                        "round": number,
-                        "phase": Phase.OVERRIDE,
-                        "hypothesis": standing.get("hypothesis", ""),
-                        "decision": Decision.REJECT,
-                        "previous_decision": standing.decision,
-                        "reasons": [C.REASON_SUPERSEDED],
-                        "notes": [
-                            f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
-                            + kept_as
-                        ],
-                        "commit": commit,
-                        "incumbent": theirs,
-                    }
+                VerdictDoc(
+                    campaign=name,
+                    round=number,
+                    phase=Phase.OVERRIDE,
+                    hypothesis=standing.hypothesis or "",
+                    decision=Decision.REJECT,
+                    previous_decision=standing.decision,
+                    reasons=[C.REASON_SUPERSEDED],
+                    notes=[
+                        f"{source} accepted other rounds on the same head ({theirs[:12]}); re-run it on top"
+                        + kept_as
+                    ],
+                    commit=commit,
+                    incumbent=theirs,
+                    layout=verdict.SUPERSEDE_LAYOUT,
                 ),
             )
         if g.rev(repo, str(CampaignRef.rejected(name, number))) is None:

@@ -20,7 +20,7 @@ from typing import Any
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import CANDIDATE, INCUMBENT, InTurn, LoggedRun, pair_order, triton_cache_env
+from gitcampaign.measure import InTurn, LoggedRun, pair_order, triton_cache_env
 from gitcampaign.progress import Progress
 from gitcampaign.shapes import Shape, dump_shapes
 
@@ -72,14 +72,14 @@ def run_probe(
         )
         for index, role in order
     ]
-    runs: dict[str, list[dict[str, Any]]] = {INCUMBENT: [], CANDIDATE: []}
+    runs: dict[str, list[dict[str, Any]]] = {C.INCUMBENT: [], C.CANDIDATE: []}
     with InTurn(probes) as turns:
         for (index, role), probe in zip(order, probes, strict=True):
             out = Path(probe.args[1])
             with progress.harness_run(f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], probe.log_path):
                 code = turns.run(probe, manifest.harness_timeout_s)
             # The candidate's loss going non-finite (exit 1, result written) is its own verdict.
-            if role == CANDIDATE and code == 1 and out.exists():
+            if role == C.CANDIDATE and code == 1 and out.exists():
                 runs[role].append(json.loads(out.read_text()))
                 continue
             if code != 0 or not out.exists():
@@ -106,7 +106,7 @@ def judge(runs: dict[str, list[dict[str, Any]]]) -> Transfer:
     """The verdict from the probe runs of both sides: overfit where a shape runs OVERFIT_LIMIT
     slower, or its loss leaves the incumbent's trajectory, or the loss is not finite."""
     shaped = {role: [per_shape(run) for run in done] for role, done in runs.items()}
-    incumbent, candidate = shaped[INCUMBENT], shaped[CANDIDATE]
+    incumbent, candidate = shaped[C.INCUMBENT], shaped[C.CANDIDATE]
     labels = list(incumbent[0])
     speedups = {
         label: statistics.median(float(run[label]["median_ms"]) for run in incumbent)

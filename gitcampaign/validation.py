@@ -36,7 +36,7 @@ from gitcampaign.measure import (
 from gitcampaign.progress import Progress
 from gitcampaign.results import aggregate
 from gitcampaign.shapes import Shape
-from gitcampaign.verdict import VerdictDoc
+from gitcampaign.verdict import Aggregate, Layout, ShapeFigures, VerdictDoc
 from gitcampaign.vocabulary import ACCEPTED, Decision, Phase
 
 
@@ -48,7 +48,7 @@ class ValidateResult:
     reasons: list[str]
     ratio: float
     ci: tuple[float, float]
-    shapes: dict[str, dict[str, Any]]
+    shapes: dict[str, ShapeFigures]
     notes: list[str] = field(default_factory=list)
     transfer: str | None = None
     resumed: bool = False
@@ -62,7 +62,7 @@ class ValidateResult:
             "reasons": self.reasons,
             "ratio": _finite(self.ratio),
             "ci": [_finite(bound) for bound in self.ci],
-            "shapes": self.shapes,
+            "shapes": {label: figures.to_mapping() for label, figures in self.shapes.items()},
             "notes": self.notes,
             "transfer": self.transfer,
             "resumed": self.resumed,
@@ -83,7 +83,7 @@ class Candidate:
     commit: str
     shapes: list[Shape]
     result: ValidateResult
-    document: dict[str, Any]
+    document: VerdictDoc
 
     @classmethod
     def of(
@@ -107,40 +107,37 @@ class Candidate:
                 " --workspace holds that path",
             )
         found = gates.gate_findings(repo, manifest, incumbent, commit, changed)
-        document: dict[str, Any] = {
-            "campaign": campaign.name,
-            "round": entry.number,
-            "phase": Phase.VALIDATE,
-            "hypothesis": hypothesis,
-            "validation": "full" if full else "quick",
-            "primary_metric": manifest.primary_metric,
-            "commit": commit,
-            "incumbent": incumbent,
-            "gates": found,
-            "noise_floor": {
-                "aggregate": manifest.noise_floor.aggregate,
-                "shapes": manifest.noise_floor.shapes,
-            }
-            if manifest.noise_floor
-            else None,
-            "started": verdict.now(),
-        }
-        reasons = ([C.REASON_HARNESS_CHANGED] if found["protected_changed"] else []) + (
-            [C.REASON_STATIC_CHECK] if found["static"] else []
+        noise = manifest.noise_floor
+        document = VerdictDoc(
+            campaign=campaign.name,
+            round=entry.number,
+            phase=Phase.VALIDATE,
+            hypothesis=hypothesis,
+            validation="full" if full else "quick",
+            primary_metric=manifest.primary_metric,
+            commit=commit,
+            incumbent=incumbent,
+            gates=found,
+            noise_floor={"aggregate": noise.aggregate, "shapes": noise.shapes} if noise else None,
+            started=verdict.now(),
+            layout=verdict.VALIDATE_LAYOUT,
+        )
+        reasons = ([C.REASON_HARNESS_CHANGED] if found.protected_changed else []) + (
+            [C.REASON_STATIC_CHECK] if found.static else []
         )
         result = ValidateResult(
             entry.number, commit, Decision.REJECT, reasons, math.nan, (math.nan, math.nan), {}
         )
-        if found["protected_changed"]:
+        if found.protected_changed:
             # Say which, and why: a round that also adds tests is the usual case, and the tests
             # belong on the project's branch after the campaign, not in the round that they judge.
             result.notes.append(
-                f"protected paths changed: {', '.join(found['protected_changed'])}; the harness, the "
+                f"protected paths changed: {', '.join(found.protected_changed)}; the harness, the "
                 "probe, the campaign folder and the test command's files are frozen at the baseline, "
                 "so a round cannot change what judges it: commit the kernel alone, land new tests "
                 "after the campaign"
             )
-        result.notes += [f"lint: {finding}" for finding in found["static"]]
+        result.notes += [f"lint: {finding}" for finding in found.static or []]
         shapes = manifest.shapes() if full else manifest.representative()
         return cls(entry.number, commit, shapes, result, document)
 
@@ -155,27 +152,21 @@ def job_of(manifest: Manifest, shapes: list[Shape], timeout_s: int | None) -> Ha
     )
 
 
-def close(
-    document: dict[str, Any], result: ValidateResult, manifest: Manifest, repo: Repo, commit: str
-) -> None:
+def close(document: VerdictDoc, result: ValidateResult, manifest: Manifest, repo: Repo, commit: str) -> None:
     """The verdict document's decision, figures and provenance, from `result`."""
-    document.update(
-        decision=result.decision,
-        reasons=result.reasons,
-        notes=result.notes,
-        ratio=_finite(result.ratio),
-        ci=[_finite(bound) for bound in result.ci],
-        shapes=result.shapes,
-        transfer=result.transfer,
-        environment=envinfo.fingerprint(),
-        harness_sha256=dict(manifest.protected_paths),
-        csv_schema_sha256=manifest.csv_header_sha256,
-        tree=g.tree_of(repo, commit),
-        started=document.pop("started"),
-        finished=verdict.now(),
-    )
-    if result.device_seconds is not None:
-        document["device_seconds"] = result.device_seconds
+    document.decision = Decision(result.decision)
+    document.reasons = result.reasons
+    document.notes = result.notes
+    document.ratio = _finite(result.ratio)
+    document.ci = [_finite(bound) for bound in result.ci]
+    document.shapes = result.shapes
+    document.transfer = result.transfer
+    document.environment = envinfo.fingerprint()
+    document.harness_sha256 = dict(manifest.protected_paths)
+    document.csv_schema_sha256 = manifest.csv_header_sha256
+    document.tree = g.tree_of(repo, commit)
+    document.finished = verdict.now()
+    document.device_seconds = result.device_seconds
 
 
 def require_unmoved(campaign: Campaign, incumbent: str, commits: dict[int, str]) -> None:
@@ -192,16 +183,14 @@ def require_unmoved(campaign: Campaign, incumbent: str, commits: dict[int, str])
             )
 
 
-def note(
-    campaign: Campaign, commit: str, document: dict[str, Any], bench_raw: bytes | None, full: bool
-) -> None:
+def note(campaign: Campaign, commit: str, document: VerdictDoc, bench_raw: bytes | None, full: bool) -> None:
     """The candidate's CSV note (when it was measured), then its verdict: notes before refs move."""
     repo = campaign.repo
     if bench_raw is not None:
         notes_ref = C.NOTES_FULL if full else C.NOTES_BENCH
-        document["csv_note"] = verdict.write_csv_note(repo, notes_ref, commit, bench_raw)
+        document.csv_note = verdict.write_csv_note(repo, notes_ref, commit, bench_raw)
         g.fault_point("validate:csv-noted")
-    verdict.append(repo, commit, VerdictDoc.of(document))
+    verdict.append(repo, commit, document)
     g.fault_point("validate:verdict-noted")
 
 
@@ -218,7 +207,7 @@ def resume(campaign: Campaign, manifest: Manifest, pending: Round) -> ValidateRe
             f"{C.NOTES_VERDICT} remove {pending.commit[:12]}`) and validate again",
         )
     if standing.decision in ACCEPTED:  # what accept refuses, a noted accept (by hand, by a pull) does not get
-        overfit = C.REASON_OVERFIT in (standing.get("overrides") or [])
+        overfit = C.REASON_OVERFIT in (standing.overrides or [])
         try:
             gates.overridable(campaign.repo, manifest, pending.number, pending.commit, pending.docs, overfit)
         except gates.GateRefusal as refusal:
@@ -229,19 +218,19 @@ def resume(campaign: Campaign, manifest: Manifest, pending: Round) -> ValidateRe
         pending.commit,
         str(standing.incumbent),
         str(standing.decision),
-        "; ".join(str(note) for note in standing.get("notes") or []),
+        "; ".join(standing.notes or []),
     )
-    ci = standing.get("ci") or [None, None]
+    ci = standing.ci or [None, None]
     return ValidateResult(
         pending.number,
         pending.commit,
         str(standing.decision),
-        list(standing.get("reasons", [])),
-        standing.get("ratio") or math.nan,
+        list(standing.reasons or []),
+        standing.ratio or math.nan,
         (ci[0] or math.nan, ci[1] or math.nan),
-        dict(standing.get("shapes", {})),
-        list(standing.get("notes", [])) + ["resumed: the decision was noted by an interrupted run"],
-        standing.get("transfer"),
+        dict(standing.shapes or {}),
+        [*(standing.notes or []), "resumed: the decision was noted by an interrupted run"],
+        standing.transfer,
         resumed=True,
     )
 
@@ -252,19 +241,18 @@ def _refuse_noted_accept(campaign: Campaign, pending: Round, refusal: gates.Gate
     assert pending.commit is not None
     repo, commit = campaign.repo, pending.commit
     notes = [f"a noted accept of this commit was refused: {refusal.message}"]
-    document = VerdictDoc.of(
-        {
-            "campaign": campaign.name,
-            "round": pending.number,
-            "phase": Phase.VALIDATE,
-            "hypothesis": pending.hypothesis,
-            "decision": Decision.REJECT,
-            "reasons": refusal.gates,
-            "notes": notes,
-            "commit": commit,
-            "incumbent": g.parent(repo, commit),
-            "tree": g.tree_of(repo, commit),
-        }
+    document = VerdictDoc(
+        campaign=campaign.name,
+        round=pending.number,
+        phase=Phase.VALIDATE,
+        hypothesis=pending.hypothesis,
+        decision=Decision.REJECT,
+        reasons=refusal.gates,
+        notes=notes,
+        commit=commit,
+        incumbent=g.parent(repo, commit),
+        tree=g.tree_of(repo, commit),
+        layout=verdict.REFUSED_LAYOUT,
     )
     with g.repo_lock(repo):
         verdict.append(repo, commit, document)
@@ -282,7 +270,7 @@ def measure_round(
     pairs: int | None,
     probe: bool,
     result: ValidateResult,
-    document: dict[str, Any],
+    document: VerdictDoc,
     progress: Progress,
     plan: ex.Plan | None = None,
 ) -> bytes | None:
@@ -292,7 +280,7 @@ def measure_round(
     with worktrees(campaign.repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
         with progress.phase("build and tests"):
             ready = steps.prepare_round(campaign.repo, manifest, trees, commits, scratch, job.timeout_s)
-        document.update(ready.record)
+        document.build, document.tests = ready.build or None, ready.tests
         if ready.reason is not None:
             KeptSessions.of(
                 campaign, result.round, commits, job.labels(), pairs or manifest.pairs, manifest
@@ -313,7 +301,7 @@ def sessions(
     pairs: int | None,
     probe: bool,
     result: ValidateResult,
-    document: dict[str, Any],
+    document: VerdictDoc,
     progress: Progress,
     plan: ex.Plan | None,
     scratch: Path,
@@ -338,14 +326,16 @@ def sessions(
             measured = ex.measure(plan, trees, job, count, scratch / f"s{session}", progress=progress)
         pair_results = measured.pairs
         if measured.devices:
-            document["devices"] = measured.devices
+            document.devices = measured.devices
         first = first or pair_results[0]
         failing = [row for row in pair_results[-1].candidate.rows if not row.passed]
         if failing:
             kept.drop()
             result.reasons = [C.REASON_CHECK_FAILED]
             result.notes = [f"{row.label}: {row.check}" for row in failing]
-            result.shapes = {row.label: {"check": row.check} for row in pair_results[-1].candidate.rows}
+            result.shapes = {
+                row.label: ShapeFigures(check=row.check) for row in pair_results[-1].candidate.rows
+            }
             return pair_results[-1].candidate.raw
         all_samples += samples(pair_results, metric, labels, session)
         stats = paired_stats(all_samples, labels)
@@ -364,39 +354,43 @@ def sessions(
         )
     result.ratio, result.ci = stats.ratio, stats.ci
     result.shapes = shape_figures(stats, all_samples, labels)
-    document["sessions"] = session
-    document["pairs"] = len(all_samples)
-    document["aggregate"] = {
-        "candidate": aggregate(first.candidate, metric, labels),
-        "incumbent": aggregate(first.incumbent, metric, labels) if first.incumbent else None,
-    }
-    document["samples"] = sample_records(all_samples)
+    document.sessions = session
+    document.pairs = len(all_samples)
+    document.aggregate = sides_aggregate(first, metric, labels)
+    document.samples = sample_records(all_samples)
     on_cluster = plan is not None and plan.config.kind == ex.SLURM
     if probe and manifest.probe_command and result.decision in ACCEPTED and on_cluster:
         result.notes.append("training probe skipped: it runs on this machine, the shards ran on Slurm")
     elif probe and manifest.probe_command and result.decision in ACCEPTED:
         with progress.phase("training probe", runs=2 * transfer.PROBE_PAIRS):
             moved = transfer.run_probe(trees, manifest, scratch, job.shapes, progress)
-        result.transfer, document["probe"] = moved.verdict, moved.record
+        result.transfer, document.probe = moved.verdict, moved.record
         if moved.overfit:
             result.decision, result.reasons = Decision.REJECT, [C.REASON_OVERFIT]
             result.notes += moved.reasons
     return first.candidate.raw
 
 
-def shape_figures(
-    stats: PairedStats, found: list[PairSample], labels: list[str]
-) -> dict[str, dict[str, Any]]:
+def shape_figures(stats: PairedStats, found: list[PairSample], labels: list[str]) -> dict[str, ShapeFigures]:
     """The verdict's `shapes`: each shape's paired ratio and both sides' medians."""
     return {
-        label: {
-            "check": C.CHECK_PASS,
-            "ratio": round(stats.shape_ratios[label], 6),
-            "candidate": statistics.median(s.candidate[label] for s in found),
-            "incumbent": statistics.median(s.incumbent[label] for s in found),
-        }
+        label: ShapeFigures(
+            check=C.CHECK_PASS,
+            ratio=round(stats.shape_ratios[label], 6),
+            candidate=statistics.median(s.candidate[label] for s in found),
+            incumbent=statistics.median(s.incumbent[label] for s in found),
+        )
         for label in labels
     }
+
+
+def sides_aggregate(first: PairResult, metric: str, labels: list[str]) -> Aggregate:
+    """The verdict's `aggregate`: each side's geometric mean over the shapes, in the first pair."""
+    return Aggregate(
+        candidate=aggregate(first.candidate, metric, labels),
+        incumbent=aggregate(first.incumbent, metric, labels) if first.incumbent else None,
+        layout=Layout((C.CANDIDATE, C.INCUMBENT)),
+    )
 
 
 def sample_records(found: list[PairSample]) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def test_rounds_are_found_through_their_refs(old: Campaign) -> None:
     assert sorted(old.rejected_pins()) == [3, 4, 6]
     assert old.next_round_number() == 8
     baseline, rounds = old.lineage()
-    assert baseline and baseline[0]["phase"] == "BASELINE"
+    assert baseline and baseline[0].phase == "BASELINE"
     assert [(r.number, r.status) for r in rounds] == [
         (2, Status.ACCEPTED),
         (3, Status.REJECTED),
@@ -37,7 +37,7 @@ def test_rounds_are_found_through_their_refs(old: Campaign) -> None:
         (6, Status.REJECTED),
         (7, Status.OPEN),
     ]
-    assert rounds[3].decision is not None and rounds[3].decision["phase"] == "OVERRIDE"
+    assert rounds[3].decision is not None and rounds[3].decision.phase == "OVERRIDE"
 
 
 def test_a_branch_in_the_namespace_names_its_campaign(old: Campaign) -> None:

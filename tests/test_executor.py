@@ -92,7 +92,12 @@ def test_validate_on_two_gpus_pairs_each_shape_on_one_gpu_and_records_it(project
     head = g.rev(g.open_repo(project), f"refs/heads/{CampaignRef.main(NAME).branch}")
     assert head is not None
     base_doc = verdict.read(g.open_repo(project), head)[0]
-    assert set(base_doc["devices"]["full"]) == {"s-small", "s-mid", "s-odd", "s-large"}
+    assert base_doc.devices is not None and set(base_doc.devices["full"]) == {
+        "s-small",
+        "s-mid",
+        "s-odd",
+        "s-large",
+    }
     full_csv = g.read_note(g.open_repo(project), C.NOTES_FULL, head)
     assert full_csv is not None
     assert [line.split(",")[0] for line in full_csv.decode().splitlines()] == [
@@ -103,7 +108,7 @@ def test_validate_on_two_gpus_pairs_each_shape_on_one_gpu_and_records_it(project
     result = validate(project, None, probe=False, gpus="0,1")
     assert result.decision in ACCEPTED
     doc = verdict.read(g.open_repo(project), commit)[-1]
-    devices = doc["devices"]
+    devices = doc.devices or {}
     assert set(devices) == set(result.shapes)
     assert {d["gpu"] for d in devices.values()} == {"0", "1"}
     assert {d["model"] for d in devices.values()} == {"NVIDIA H200"}
@@ -134,7 +139,9 @@ def test_local_executor_end_to_end(project: Path, gpus: None) -> None:
     result = validate(project, None, probe=False, gpus="0,1", executor="local")
     assert result.decision in ACCEPTED
     doc = verdict.read(g.open_repo(project), result.commit)[-1]
-    assert all(record["job"] for record in doc["devices"].values())  # each shard was a submitit job
+    assert doc.devices and all(
+        record["job"] for record in doc.devices.values()
+    )  # each shard was a submitit job
 
 
 @pytest.mark.parametrize("signal_name", ["SIGUSR2", "SIGKILL"])  # preempted, cancelled
@@ -238,5 +245,5 @@ def test_a_heat_on_two_gpus_screens_each_shard_against_an_incumbent_of_its_own(
     loser = verdict.read(
         g.open_repo(project), git(project, "rev-parse", str(CampaignRef.rejected(NAME, 2))).strip()
     )[-1]
-    assert {record["gpu"] for record in loser["devices"].values()} == {"0", "1"}
-    assert set(loser["devices"]) == set(loser["shapes"])
+    assert loser.devices and {record["gpu"] for record in loser.devices.values()} == {"0", "1"}
+    assert set(loser.devices) == set(loser.shapes or {})

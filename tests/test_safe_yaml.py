@@ -43,7 +43,7 @@ def test_a_refused_verdict_document_is_skipped_and_said_why() -> None:
     assert [doc.round for doc in docs] == [2]
     assert skipped == [
         "document 2: it uses a YAML alias (*name), which campaign documents never contain",
-        "document 3: decision 7 is not one of BASELINE, ACCEPT, ACCEPT_WITH_NOTE, REJECT",
+        "document 3: field 'decision' is not one of BASELINE, ACCEPT, ACCEPT_WITH_NOTE, REJECT: 7",
     ]
 
 

@@ -34,6 +34,7 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
 from gitcampaign.progress import Progress
 from gitcampaign.shapes import Shape, dump_shapes
+from gitcampaign.verdict import StepRecord
 from gitcampaign.vocabulary import Status
 
 TREE = "analyze"
@@ -99,7 +100,11 @@ def analyze(
         **({"isa": measured.isa} if measured.isa is not None else {}),
         "harness_command": f"{manifest.quick_command} --profile OUT.json --shapes-file SHAPES.yaml",
         "run_dir": str(scratch),
-        **measured.built,
+        **(
+            {"build": {role: step.to_mapping() for role, step in measured.built.items()}}
+            if measured.built
+            else {}
+        ),
         "environment": envinfo.fingerprint(),
     }
     kept = scratch / "profile.yaml"  # the document, whatever happens to the note
@@ -125,7 +130,7 @@ class Measured:
     ceilings: roofline.Ceilings
     ncu: dict[str, Any]
     isa: dict[str, Any] | None
-    built: dict[str, Any]
+    built: dict[str, StepRecord]  # by tree, empty without a build command
     warnings: list[str]
 
 

@@ -17,8 +17,6 @@ from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest, NoiseFloor, check_pairs, sha256_bytes
 from gitcampaign.measure import (
-    CANDIDATE,
-    INCUMBENT,
     HarnessJob,
     run_dir,
     samples,
@@ -27,6 +25,7 @@ from gitcampaign.measure import (
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, aggregate, require_metric
 from gitcampaign.shapes import SKEWED_DISTRIBUTIONS, Shape
+from gitcampaign.verdict import Aggregate, ShapeFigures, VerdictDoc
 from gitcampaign.vocabulary import Decision, Phase
 
 DEFAULT_REPRESENTATIVE = 4
@@ -129,7 +128,7 @@ def baseline(
         scratch = run_dir(repo, campaign.name, "baseline")
         clock = DeviceClock(len(plan.devices))
         with worktrees(
-            repo, campaign.name, {INCUMBENT: head, CANDIDATE: head}, steps.measured_paths(manifest)
+            repo, campaign.name, {C.INCUMBENT: head, C.CANDIDATE: head}, steps.measured_paths(manifest)
         ) as trees:
             with progress.phase("build and tests"):
                 prepared = steps.prepare_baseline(
@@ -190,7 +189,7 @@ def _record(
     representative: list[str],
     noise: NoiseFloor,
     aa_samples: list[PairSample],
-    prepared: dict[str, Any],
+    prepared: steps.Readiness,
     devices: dict[str, dict[str, dict[str, str]]] | None = None,
     device_seconds: float | None = None,
 ) -> BaselineResult:
@@ -208,30 +207,33 @@ def _record(
             )
         manifest.protected_paths[path] = sha256_bytes(content)
     value = aggregate(full, manifest.primary_metric)
-    document = {
-        "campaign": campaign.name,
-        "round": 1,
-        "phase": Phase.BASELINE,
-        "hypothesis": "baseline",
-        "decision": Decision.BASELINE,
-        "reasons": [],
-        "primary_metric": manifest.primary_metric,
-        "aggregate": {"baseline": value, "quick": aggregate(quick, manifest.primary_metric, representative)},
-        "representative_shapes": representative,
-        "noise_floor": {"aggregate": noise.aggregate, "shapes": noise.shapes},
-        "aa_samples": [{"a": s.incumbent, "b": s.candidate} for s in aa_samples],
-        "shapes": {
-            row.label: {"check": row.check, "value": row.metric(manifest.primary_metric)} for row in full.rows
+    document = VerdictDoc(
+        campaign=campaign.name,
+        round=1,
+        phase=Phase.BASELINE,
+        hypothesis="baseline",
+        decision=Decision.BASELINE,
+        reasons=[],
+        primary_metric=manifest.primary_metric,
+        aggregate=Aggregate(baseline=value, quick=aggregate(quick, manifest.primary_metric, representative)),
+        representative_shapes=representative,
+        noise_floor={"aggregate": noise.aggregate, "shapes": noise.shapes},
+        aa_samples=[{"a": s.incumbent, "b": s.candidate} for s in aa_samples],
+        shapes={
+            row.label: ShapeFigures(check=row.check, value=row.metric(manifest.primary_metric))
+            for row in full.rows
         },
-        **({"devices": devices} if devices else {}),
-        "environment": envinfo.fingerprint(),
-        "harness_sha256": {path: sha for path, sha in manifest.protected_paths.items()},
-        "csv_schema_sha256": manifest.csv_header_sha256,
-        "measured_commit": head,
-        "tree": g.tree_of(repo, head),
-        **prepared,
-        **({"device_seconds": device_seconds} if device_seconds is not None else {}),
-    }
+        devices=devices or None,
+        environment=envinfo.fingerprint(),
+        harness_sha256=dict(manifest.protected_paths),
+        csv_schema_sha256=manifest.csv_header_sha256,
+        measured_commit=head,
+        tree=g.tree_of(repo, head),
+        build=prepared.build or None,
+        tests=prepared.tests,
+        device_seconds=device_seconds,
+        layout=verdict.BASELINE_LAYOUT,
+    )
     message = (
         f"campaign {campaign.name}: baseline (round 1)\n\n{manifest.primary_metric}: {value:.6g} (geomean of PASS shapes)\n"
         f"Representative shapes: {', '.join(representative)}\nNoise floor (A/A): {100 * noise.aggregate:.2f}%\n"
@@ -244,7 +246,7 @@ def _record(
         notes={
             C.NOTES_FULL: full.raw,
             C.NOTES_BENCH: quick.raw,
-            C.NOTES_VERDICT: verdict.render(verdict.VerdictDoc.of(document)),
+            C.NOTES_VERDICT: verdict.render(document),
         },
     )
     return BaselineResult(commit, full, representative, noise, value, manifest.primary_metric)

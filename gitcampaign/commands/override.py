@@ -54,30 +54,29 @@ def pick_round(campaign: Campaign, number: int | None) -> Round:
 def _document(
     campaign: Campaign,
     entry: Round,
-    decision: str,
+    decision: Decision,
     reason: str,
     incumbent: str,
     overrides: list[str] | None = None,
 ) -> VerdictDoc:
     """The override's verdict document; an accept names the reasons of the REJECT it overrules."""
     previous = entry.decision
-    return VerdictDoc.of(
-        {
-            "campaign": campaign.name,
-            "round": entry.number,
-            "phase": Phase.OVERRIDE,
-            "hypothesis": entry.hypothesis,
-            "decision": decision,
-            "override": True,
-            "previous_decision": previous.decision if previous else None,
-            "reasons": [C.REASON_MANUAL],
-            **({"overrides": overrides} if overrides is not None else {}),
-            "notes": [reason] if reason else [],
-            "commit": entry.commit,
-            "incumbent": incumbent,
-            "ratio": previous.get("ratio") if previous else None,
-            "shapes": previous.get("shapes", {}) if previous else {},
-        }
+    return VerdictDoc(
+        campaign=campaign.name,
+        round=entry.number,
+        phase=Phase.OVERRIDE,
+        hypothesis=entry.hypothesis,
+        decision=decision,
+        override=True,
+        previous_decision=previous.decision if previous else None,
+        reasons=[C.REASON_MANUAL],
+        overrides=overrides,
+        notes=[reason] if reason else [],
+        commit=entry.commit,
+        incumbent=incumbent,
+        ratio=previous.ratio if previous else None,
+        shapes=(previous.shapes or {}) if previous else {},
+        layout=verdict.OVERRIDE_LAYOUT,
     )
 
 

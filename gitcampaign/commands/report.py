@@ -28,8 +28,6 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.lineage import LineageRow, log_table, one_line, rows_of, shape_limits, termination
 from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
-    CANDIDATE,
-    INCUMBENT,
     HarnessJob,
     PairResult,
     interleaved,
@@ -38,7 +36,7 @@ from gitcampaign.measure import (
     worktrees,
 )
 from gitcampaign.progress import Progress
-from gitcampaign.verdict import VerdictDoc
+from gitcampaign.verdict import ShapeFigures, VerdictDoc
 from gitcampaign.vocabulary import ACCEPTED, Phase, Status
 
 
@@ -90,7 +88,8 @@ def report(
             )
         g.checkout(repo, campaign.main_branch)
         head = campaign.accepted_head()
-        base_commit = str(baseline["measured_commit"])
+        assert baseline is not None  # require_baseline: the lineage has its baseline
+        base_commit = str(baseline.measured_commit)
         shapes = manifest.shapes()
         labels = [shape.label for shape in shapes]
         job = HarnessJob(
@@ -115,12 +114,12 @@ def report(
             )
         scratch = run_dir(repo, campaign.name, "report")
         clock = DeviceClock()
-        commits = {INCUMBENT: base_commit, CANDIDATE: head}
+        commits = {C.INCUMBENT: base_commit, C.CANDIDATE: head}
         count = pairs or manifest.pairs
         with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
             built = steps.build_all(repo, manifest, trees, commits, scratch, manifest.harness_timeout_s)
             suite = steps.acceptance(
-                repo, manifest, head, trees[CANDIDATE], scratch, manifest.harness_timeout_s
+                repo, manifest, head, trees[C.CANDIDATE], scratch, manifest.harness_timeout_s
             )
             if suite is not None and not suite.passed and not record_failures:
                 raise CampaignError(
@@ -179,29 +178,33 @@ def report(
             cost.total(campaign).plus(spent),
         ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
-        document = {
-            "campaign": campaign.name,
-            "round": None,
-            "phase": Phase.REPORT,
-            "primary_metric": manifest.primary_metric,
-            "ratio": stats.ratio if stats else None,
-            "ci": list(stats.ci) if stats else None,
-            "termination": reached,
-            "baseline_commit": base_commit,
-            "final_commit": head,
-            "shapes": per_shape,
-            "environment": environment,
-            **built,
-            "acceptance": suite.to_json() if suite else None,
-            "final_diff": diff.to_json(),
-            "device_seconds": spent,
-        }
+        document = VerdictDoc(
+            campaign=campaign.name,
+            round=None,
+            phase=Phase.REPORT,
+            primary_metric=manifest.primary_metric,
+            ratio=stats.ratio if stats else None,
+            ci=list(stats.ci) if stats else None,
+            termination=reached,
+            baseline_commit=base_commit,
+            final_commit=head,
+            shapes={
+                label: ShapeFigures(**figures, layout=verdict.REPORT_SHAPE_LAYOUT)
+                for label, figures in per_shape.items()
+            },
+            environment=environment,
+            build=built or None,
+            acceptance=suite.record() if suite else None,
+            final_diff=diff.to_json(),
+            device_seconds=spent,
+            layout=verdict.REPORT_LAYOUT,
+        )
         commit = g.commit_files(
             repo,
             campaign.main_branch,
             files,
             f"campaign {campaign.name}: report\n\n" + "\n".join(reached) + "\n",
-            notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(verdict.VerdictDoc.of(document))},
+            notes={C.NOTES_FULL: final.raw, C.NOTES_VERDICT: verdict.render(document)},
         )
         return ReportResult(
             commit,
@@ -294,14 +297,14 @@ def _passed_every_gate(docs: list[VerdictDoc]) -> bool:
     standing = verdict.standing(docs)
     if validated is None or standing is None or standing.phase != Phase.VALIDATE:
         return False
-    found = validated.get("gates") or {}
-    shapes = validated.get("shapes") or {}
+    found = validated.gates
+    shapes = validated.shapes or {}
     return (
         validated.decision in ACCEPTED
-        and not found.get("static")
-        and not found.get("protected_changed")
+        and not (found and found.static)
+        and not (found and found.protected_changed)
         and bool(shapes)
-        and all(isinstance(v, dict) and v.get("check") == C.CHECK_PASS for v in shapes.values())
+        and all(v.check == C.CHECK_PASS for v in shapes.values())
     )
 
 

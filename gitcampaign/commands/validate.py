@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gitcampaign import constants as C
 from gitcampaign import executor as ex
 from gitcampaign import git as g
 from gitcampaign import heat, heat_validation, trust
@@ -19,7 +20,6 @@ from gitcampaign.cost import DeviceClock
 from gitcampaign.errors import CampaignError
 from gitcampaign.heat_validation import HeatResult
 from gitcampaign.manifest import check_pairs
-from gitcampaign.measure import CANDIDATE, INCUMBENT
 from gitcampaign.progress import Progress
 from gitcampaign.refs import CampaignRef, RefKind
 from gitcampaign.validation import (
@@ -100,7 +100,7 @@ def validate(
                 bench_raw = measure_round(
                     campaign,
                     manifest,
-                    {INCUMBENT: incumbent, CANDIDATE: candidate.commit},
+                    {C.INCUMBENT: incumbent, C.CANDIDATE: candidate.commit},
                     job_of(manifest, candidate.shapes, timeout_s),
                     pairs,
                     probe,

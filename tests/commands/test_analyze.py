@@ -301,7 +301,7 @@ def test_t2_per_shape_from_the_ceilings_and_the_report_column(
     assert odd.split("|")[-2].strip() == "1.08"
     assert "bf16 GEMM peak of NVIDIA H200 (measured;" in markdown
     final = verdict.read(repo, done.commit)[-1]
-    shares = {label: entry["share_of_limit"] for label, entry in final["shapes"].items()}
+    shares = {label: entry.share_of_limit for label, entry in (final.shapes or {}).items()}
     assert shares["s-odd"] == pytest.approx(130 / 120, rel=1e-3) and shares["s-small"] == pytest.approx(
         110 / 120, rel=1e-3
     )

@@ -301,7 +301,7 @@ def test_note_writers_racing_lose_nothing(tmp_path: Path) -> None:
         pids.append(pid)
     assert all(os.waitpid(pid, 0)[1] == 0 for pid in pids)
     repo = g.open_repo(root)
-    writers = [doc["writer"] for commit in commits[:4] for doc in verdict.read(repo, commit)]
+    writers = [doc.extra["writer"] for commit in commits[:4] for doc in verdict.read(repo, commit)]
     assert sorted(writers) == sorted(list(range(8)) * 4)
     assert all(g.read_note(repo, C.NOTES_BENCH, commits[i]) == f"csv {i}\n".encode() for i in range(8))
 
@@ -401,7 +401,9 @@ def test_note_writers_in_threads_lose_nothing(tmp_path: Path) -> None:
         thread.join()
     assert failures == []
     repo = g.open_repo(root)
-    written = sorted((doc["writer"], doc["step"]) for commit in commits for doc in verdict.read(repo, commit))
+    written = sorted(
+        (doc.extra["writer"], doc.extra["step"]) for commit in commits for doc in verdict.read(repo, commit)
+    )
     assert written == sorted((writer, step) for writer in range(8) for step in range(10))
     assert g.lock_free(g.common_dir(repo) / "campaign" / "repository.lock")
     # The lock still excludes another process afterwards (a counter gone negative stopped locking).
@@ -509,7 +511,7 @@ def test_threads_reading_verdicts_while_one_writes(tmp_path: Path) -> None:
         for thread in readers:
             thread.join(timeout=30)
     assert errors == []
-    assert [doc["step"] for doc in verdict.read(repo, head)] == list(range(30))
+    assert [doc.extra["step"] for doc in verdict.read(repo, head)] == list(range(30))
 
 
 def test_a_killed_import_leaves_no_refs_behind(tmp_path: Path) -> None:

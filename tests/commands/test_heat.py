@@ -112,11 +112,11 @@ def test_heat_accepts_only_the_fastest_and_pins_the_others(project: Path) -> Non
     for commit in (faster, slower, fastest):  # every candidate's CSV and verdict notes are kept
         assert g.read_note(repo, C.NOTES_BENCH, commit) is not None
         doc = standing(project, commit)
-        assert doc["heat"]["rounds"] == [2, 3, 4] and doc["heat"]["accepted"] == 4
-        assert doc["device_seconds"] > 0
+        assert doc.heat is not None and doc.heat["rounds"] == [2, 3, 4] and doc.heat["accepted"] == 4
+        assert doc.device_seconds is not None and doc.device_seconds > 0
     winner = standing(project, fastest)
-    assert winner.decision == Decision.ACCEPT and winner["ratio"] == pytest.approx(1.20, rel=1e-4)
-    assert [s["session"] for s in winner["samples"]] == [1, 1]  # its fresh confirmation's 2 pairs alone
+    assert winner.decision == Decision.ACCEPT and winner.ratio == pytest.approx(1.20, rel=1e-4)
+    assert [s["session"] for s in winner.samples or []] == [1, 1]  # its fresh confirmation's 2 pairs alone
     assert verdict.inconsistency(fastest, winner, verdict.commit_facts(repo, [fastest])[fastest]) is None
     assert repo.git.for_each_ref(heat_prefix()) == ""  # the heat is closed
     assert "Notes (campaign/verdict)" in git(project, "log", "-1", CampaignRef.main(NAME).branch)
@@ -164,7 +164,7 @@ def test_a_candidate_failing_its_tests_is_rejected_before_anything_is_measured(p
     result = validate_heat(project, None)
     by_round = {entry.round: entry for entry in result.rounds}
     assert by_round[3].reasons == [C.REASON_TESTS_FAILED]
-    assert by_round[5].reasons == [C.REASON_CHECK_FAILED] and by_round[5].shapes["s-large"]["check"] == "FAIL"
+    assert by_round[5].reasons == [C.REASON_CHECK_FAILED] and by_round[5].shapes["s-large"].check == "FAIL"
     assert (result.accepted, main_sha(project)) == (4, fastest)
     assert by_round[2].reasons == [C.REASON_OUTRUN]
     assert set(result.screen) == {2, 4}  # the broken candidate never ran in the screen
@@ -172,7 +172,7 @@ def test_a_candidate_failing_its_tests_is_rejected_before_anything_is_measured(p
     repo = g.open_repo(project)
     assert g.read_note(repo, C.NOTES_BENCH, broken) is None
     doc = standing(project, broken)
-    assert doc["tests"]["passed"] is False and "samples" not in doc
+    assert doc.tests is not None and doc.tests.passed is False and doc.samples is None
     screens = list((g.common_dir(repo) / "campaign" / "runs" / NAME).glob("heat-*/screen"))
     assert len(screens) == 1 and not list(screens[0].glob("*round-3*"))
     assert list(screens[0].glob("sweep0-round-2.csv")) and faster
@@ -347,8 +347,9 @@ def test_status_and_report_total_the_device_time_of_every_verdict(project: Path)
         standing(project, git(project, "rev-parse", ref).strip())
         for ref in (str(CampaignRef.rejected(NAME, 2)), CampaignRef.main(NAME).branch)
     ]
-    assert decided.device_seconds == pytest.approx(sum(doc["device_seconds"] for doc in docs), abs=0.11)
-    assert docs[1]["device_seconds"] > docs[0]["device_seconds"]  # the confirmation is the winner's alone
+    spent = [doc.device_seconds or 0.0 for doc in docs]
+    assert decided.device_seconds == pytest.approx(sum(spent), abs=0.11)
+    assert spent[1] > spent[0]  # the confirmation is the winner's alone
     before = status(project, None)
     assert before.measurements == 3 and before.device_seconds > decided.device_seconds  # and the baseline's
     report(project, None, force=True)

@@ -152,7 +152,7 @@ def test_conflicting_verdicts_are_both_kept_and_shown(team: tuple[Path, Path, Pa
     assert g.read_note(repo, C.NOTES_BENCH, commit) == b"alice\n"  # published first: write-once
     old_notes = g.rev(repo, f"{C.NOTES_BENCH}^1", peel="")
     assert old_notes is not None and g.notes_at(repo, old_notes)[commit] == g.write_blob(repo, b"bob\n")
-    decisions = [doc["decision"] for doc in verdict.read(repo, commit)]
+    decisions = [doc.decision for doc in verdict.read(repo, commit)]
     assert sorted(decisions) == [Decision.ACCEPT, Decision.REJECT]
     shown = show(bob, NAME, 2)
     text, data = show_text(shown), shown.to_json()
@@ -278,7 +278,7 @@ def test_supersede_keeps_the_remote_line_and_the_round_is_rerun_on_top(team: tup
     )
     assert g.rev(repo, str(CampaignRef.rejected(NAME, 3))) == mine
     standing = verdict.standing(verdict.read(repo, mine))
-    assert standing is not None and standing["reasons"] == [C.REASON_SUPERSEDED]
+    assert standing is not None and standing.reasons == [C.REASON_SUPERSEDED]
     data = status(bob, NAME).to_json()
     assert data["rounds"]["accepted"] == 1 and data["rounds"]["rejected"] == 1
 
@@ -436,8 +436,8 @@ def test_a_supersede_interrupted_before_main_moved_is_finished_by_the_next_pull(
         == refs(origin)[f"refs/heads/{CampaignRef.main(NAME).branch}"]
     )
     repo = g.open_repo(bob)
-    assert [doc["reasons"] for doc in verdict.read(repo, mine)][-1] == [C.REASON_SUPERSEDED]
-    assert len([doc for doc in verdict.read(repo, mine) if doc.get("phase") == "OVERRIDE"]) == 1
+    assert [doc.reasons for doc in verdict.read(repo, mine)][-1] == [C.REASON_SUPERSEDED]
+    assert len([doc for doc in verdict.read(repo, mine) if doc.phase == "OVERRIDE"]) == 1
     assert g.rev(repo, str(CampaignRef.rejected(NAME, 3))) == mine
 
 

@@ -119,10 +119,10 @@ def test_one_malformed_note_breaks_no_campaign(project: Path) -> None:
     g.write_note(
         repo, C.NOTES_VERDICT, commit, good + b"---\n: : bad: [\n" + b"---\ndecision: 7\ncampaign: x\n"
     )
-    assert [doc["campaign"] for doc in verdict.read(repo, commit)] == ["elsewhere"]  # the others skipped
+    assert [doc.campaign for doc in verdict.read(repo, commit)] == ["elsewhere"]  # the others skipped
     status(project, None)
     assert validate(project, None).decision == Decision.ACCEPT
-    assert verdict.read(repo, commit)[-1]["decision"] == Decision.ACCEPT
+    assert verdict.read(repo, commit)[-1].decision == Decision.ACCEPT
 
 
 def cli(root: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -376,7 +376,10 @@ def test_tampered_csv_note_stops_a_pending_decision(project: Path, monkeypatch: 
     result = validate(project, None)
     assert not result.resumed and result.decision == Decision.ACCEPT  # measured again
     document = verdict.read(g.open_repo(project), commit)[-1]
-    assert g.note_blobs(g.open_repo(project), C.NOTES_BENCH)[commit] == document["csv_note"]["blob"]
+    assert (
+        document.csv_note
+        and g.note_blobs(g.open_repo(project), C.NOTES_BENCH)[commit] == document.csv_note.blob
+    )
 
 
 def test_csv_note_of_a_killed_run_is_replaced_by_the_deciding_one(
@@ -394,9 +397,12 @@ def test_csv_note_of_a_killed_run_is_replaced_by_the_deciding_one(
     validate(project, None)
     document = verdict.read(repo, commit)[-1]
     note = g.read_note(repo, C.NOTES_BENCH, commit)
-    assert note != killed_run and g.note_blobs(repo, C.NOTES_BENCH)[commit] == document["csv_note"]["blob"]
+    assert document.csv_note and note != killed_run
+    assert g.note_blobs(repo, C.NOTES_BENCH)[commit] == document.csv_note.blob
     table = parse_csv(note or b"", "note")
-    assert {row.label: row.metric(C.METRIC_STEP) for row in table.rows} == document["samples"][0]["candidate"]
+    assert {row.label: row.metric(C.METRIC_STEP) for row in table.rows} == (document.samples or [])[0][
+        "candidate"
+    ]
 
 
 def test_a_new_module_next_to_the_harness_is_a_harness_change(project: Path) -> None:

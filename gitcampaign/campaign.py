@@ -285,6 +285,24 @@ class Campaign:
                 result[commit] = mine
         return result, skipped
 
+    def round_to_validate(self) -> Round:
+        """The round to validate: the checked-out round branch, else the only unfinished one."""
+        _, rounds = self.lineage()
+        checked_out = CampaignRef.from_ref(g.current_branch(self.repo) or "")
+        if (
+            checked_out is not None
+            and checked_out.kind == RefKind.ROUND
+            and checked_out.campaign == self.name
+        ):
+            return next(r for r in rounds if r.number == checked_out.round)
+        unfinished = [r for r in rounds if r.status in (Status.OPEN, Status.PENDING)]
+        if not unfinished:
+            raise CampaignError(
+                f"campaign {self.name} has no round waiting for validation",
+                'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
+            )
+        return unfinished[-1]
+
     def require_intact(self) -> None:
         """CampaignError naming the note and the command that restores it, where a record the
         campaign's decisions stand on cannot be read: the baseline's verdict, or the verdict of a

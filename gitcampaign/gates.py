@@ -6,14 +6,16 @@ its judge alone, it has no cheat the lint sees, its gain transfers to a training
 rules judge whether it is worth taking. A person may overrule the speed rules (`accept`, recorded in
 the verdict); a gate's REJECT is final. The training probe is the one gate with an explicit escape
 (`accept --override-overfit`): it is a small model of a training step, and the person who knows the
-real step is larger may say so, on the record. `accept` (the CLI verb and the MCP tool),
-`validate` (its integrity and static gates, and an accept it finds noted) and the report read this
-module; nothing else keeps a list of gates.
+real step is larger may say so, on the record. The list of gates is the rule book's
+(gitcampaign.rules); this module applies the gates that git and each step's outcome decide, for
+`validate`'s judge (gitcampaign.validation), `accept` (the CLI verb and the MCP tool), an accept
+`validate` finds noted, and the report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from git import Repo
 
@@ -24,18 +26,23 @@ from gitcampaign.errors import CampaignError
 from gitcampaign.lint import lint_source
 from gitcampaign.manifest import Manifest
 from gitcampaign.protected import protected_changes
+from gitcampaign.results import BenchTable
+from gitcampaign.rules import GATES
 from gitcampaign.verdict import GateFindings, VerdictDoc
 from gitcampaign.vocabulary import Phase
 
-GATES = (
-    C.REASON_CHECK_FAILED,
-    C.REASON_TESTS_FAILED,
-    C.REASON_BUILD_FAILED,
-    C.REASON_STATIC_CHECK,
-    C.REASON_HARNESS_CHANGED,
-    C.REASON_OVERFIT,
-)
 OVERFIT_FLAG = "--override-overfit"
+# The gate each step before a measurement is: a candidate whose build or tests fail is rejected
+# unmeasured (gitcampaign.steps names the step that failed).
+STEP_GATES = {"build": C.REASON_BUILD_FAILED, "tests": C.REASON_TESTS_FAILED}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A rule's REJECT: the reason the verdict records, and what the round did (its notes)."""
+
+    reason: str
+    notes: list[str]
 
 
 class GateRefusal(CampaignError):
@@ -74,6 +81,25 @@ def gate_findings(
     return GateFindings(protected_changed=protected, static=static, suppressed=suppressed, info=info)
 
 
+def integrity_reasons(found: GateFindings) -> list[str]:
+    """The integrity and static gates' REJECT reasons for their findings (none: both passed)."""
+    return ([C.REASON_HARNESS_CHANGED] if found.protected_changed else []) + (
+        [C.REASON_STATIC_CHECK] if found.static else []
+    )
+
+
+def correctness(table: BenchTable) -> Rejection | None:
+    """The correctness gate on one measured CSV: "label: FAIL" for each shape whose Check is not
+    PASS (None: every shape passed)."""
+    failing = [f"{row.label}: {row.check}" for row in table.rows if not row.passed]
+    return Rejection(C.REASON_CHECK_FAILED, failing) if failing else None
+
+
+def unready(step: str, notes: list[str]) -> Rejection:
+    """The build or tests gate on the candidate's `step` ("build", "tests") that failed."""
+    return Rejection(STEP_GATES[step], notes)
+
+
 def overridable(
     repo: Repo,
     manifest: Manifest,
@@ -96,9 +122,9 @@ def overridable(
     recorded = [reason for doc in docs if doc.phase == Phase.VALIDATE for reason in doc.reasons or []]
     incumbent = g.parent(repo, commit) or commit
     found = gate_findings(repo, manifest, incumbent, commit, g.changed_paths(repo, incumbent, commit))
-    now = [C.REASON_HARNESS_CHANGED] if found.protected_changed else []
-    now += [C.REASON_STATIC_CHECK] if found.static else []
-    failed = list(dict.fromkeys(reason for reason in [*recorded, *now] if reason in GATES))
+    failed = list(
+        dict.fromkeys(reason for reason in [*recorded, *integrity_reasons(found)] if reason in GATES)
+    )
     if override_overfit:
         failed = [reason for reason in failed if reason != C.REASON_OVERFIT]
     if failed:

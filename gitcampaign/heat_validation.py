@@ -1,5 +1,6 @@
-"""VALIDATE a heat: `git campaign validate --heat` decides every candidate of the open heat in one
-command (docs/design.md, Heats); the verb is `commands/validate.py`, its parts `validation.py`.
+"""VALIDATE a heat: the judge of `git campaign validate --heat`, which decides every candidate of the
+open heat at once (docs/design.md, Heats); the verb, which notes the verdicts and moves the refs,
+is `commands/validate.py`, a single round's judge `validation.py`.
 
 1. Every gate on every candidate: one commit on the accepted head and inside the workspace (else an
    error, and nothing is recorded), the protected paths and the lint, then each candidate's build
@@ -13,10 +14,6 @@ command (docs/design.md, Heats); the verb is `commands/validate.py`, its parts `
    incumbent exactly as a single round is (sessions until the rules decide, then the training
    probe), and decided on that fresh measurement alone. The other contenders are REJECT `outrun`,
    each with its own screen ratio.
-4. Notes, then refs: every CSV and verdict is noted, the losers' first and the confirmed one's
-   last; then the losers are pinned and reset, and the winner fast-forwards main. A run killed
-   before its last verdict is noted leaves the candidates it did not note open in the heat: the
-   next `validate --heat` applies what was noted and measures the rest again.
 """
 
 from __future__ import annotations
@@ -29,32 +26,23 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign import executor as ex
-from gitcampaign import git as g
-from gitcampaign import heat, steps
-from gitcampaign.campaign import Campaign, Round, apply_decision
+from gitcampaign import gates, heat, steps
+from gitcampaign.campaign import Round
 from gitcampaign.decision import PairedStats, PairSample, paired_stats, screen
 from gitcampaign.errors import CampaignError
-from gitcampaign.manifest import Manifest
-from gitcampaign.measure import HarnessJob, PairResult, run_dir, samples, worktrees
-from gitcampaign.progress import Progress
+from gitcampaign.measure import PairResult, run_dir, samples, worktrees
 from gitcampaign.refs import CampaignRef
 from gitcampaign.validation import (
-    Candidate,
+    Judge,
+    Judgement,
     ValidateResult,
-    close,
-    job_of,
-    note,
-    require_unmoved,
-    resume,
+    reject,
     sample_records,
-    sessions,
     shape_figures,
     sides_aggregate,
 )
 from gitcampaign.verdict import ShapeFigures
 from gitcampaign.vocabulary import ACCEPTED, Decision, Status
-
-MAX_SWEEPS = 20
 
 
 @dataclass
@@ -92,78 +80,29 @@ def role(number: int) -> str:
     return f"round-{number}"
 
 
-def check_sweeps(sweeps: int) -> None:
-    if not 1 <= sweeps <= MAX_SWEEPS:
-        raise CampaignError(
-            f"--sweeps {sweeps} is outside [1, {MAX_SWEEPS}]",
-            "one sweep is the default; more make the screen's ranking surer, at N + 1 runs a sweep",
+@dataclass
+class HeatJudgement:
+    """The heat's candidates judged against `incumbent`: each one's verdict (none noted yet)."""
+
+    incumbent: str
+    judged: list[Judgement]  # in the order of the rounds given
+    confirmed: int | None  # the contender measured afresh (None: the screen left none)
+    screen: dict[int, float]  # the screened candidates' aggregate ratios
+    device_seconds: float
+
+    @property
+    def accepted(self) -> int | None:
+        return next(
+            (one.number for one in self.judged if one.number == self.confirmed and one.decision in ACCEPTED),
+            None,
         )
 
 
-def decide_heat(
-    campaign: Campaign,
-    manifest: Manifest,
-    plan: ex.Plan,
-    full: bool,
-    pairs: int | None,
-    probe: bool,
-    timeout_s: int | None,
-    sweeps: int,
-    progress: Progress,
-) -> HeatResult:
-    """The open heat of `campaign` (whose lock the caller holds) decided: first what a killed run
-    noted, then every candidate still waiting."""
-    _, rounds = campaign.lineage()
-    heat.tidy(campaign, rounds)
-    members = heat.members(campaign, rounds)
-    if not members:
-        raise CampaignError(
-            f"campaign {campaign.name} has no open heat",
-            'open one: `git campaign round --heat -m "HYPOTHESIS"` for each candidate, commit each, then'
-            " `git campaign validate --heat` (a single round: `git campaign validate`)",
-        )
-    with heat.candidate_locks(campaign.repo, campaign.name, [entry.number for entry in members]):
-        resumed = _resume(campaign, manifest, [entry for entry in members if entry.status == Status.PENDING])
-        waiting = [entry for entry in members if entry.status != Status.PENDING]
-        result = HeatResult(campaign.name, resumed, _accepted(resumed), None)
-        if waiting:
-            _decide(
-                campaign, manifest, waiting, result, full, pairs, probe, timeout_s, plan, sweeps, progress
-            )
-        result.rounds.sort(key=lambda entry: entry.round)
-        return result
-
-
-def _resume(campaign: Campaign, manifest: Manifest, pending: list[Round]) -> list[ValidateResult]:
-    """Apply what a killed `validate --heat` noted: the rejections first, the acceptance last (it
-    moves main, which the rejections do not need)."""
-    pending.sort(key=lambda entry: entry.decision is not None and entry.decision.decision in ACCEPTED)
-    done = []
-    for entry in pending:
-        done.append(resume(campaign, manifest, entry))
-        heat.leave(campaign, entry.number)
-    return done
-
-
-def _accepted(results: list[ValidateResult]) -> int | None:
-    return next((entry.round for entry in results if entry.decision in ACCEPTED), None)
-
-
-def _decide(
-    campaign: Campaign,
-    manifest: Manifest,
-    waiting: list[Round],
-    result: HeatResult,
-    full: bool,
-    pairs: int | None,
-    probe: bool,
-    timeout_s: int | None,
-    plan: ex.Plan,
-    sweeps: int,
-    progress: Progress,
-) -> None:
-    """Gates, screen and confirmation of the waiting candidates, then their notes and refs."""
-    repo = campaign.repo
+def judge_heat(judge: Judge, waiting: list[Round]) -> HeatJudgement:
+    """Gates, screen and confirmation of the heat's `waiting` candidates against the accepted head;
+    each verdict names the heat (its rounds, base, sweeps, screen, the round confirmed and the one
+    accepted)."""
+    campaign = judge.campaign
     empty = [entry.number for entry in waiting if entry.status == Status.EMPTY]
     if empty:
         raise CampaignError(
@@ -173,74 +112,56 @@ def _decide(
             f" (`git campaign rollback {empty[0]}`), then `git campaign validate --heat`",
         )
     incumbent = campaign.accepted_head()
-    with progress.phase("gates"):
-        candidates = [Candidate.of(campaign, manifest, entry, incumbent, full) for entry in waiting]
-    job = job_of(manifest, candidates[0].shapes, timeout_s)
-    measured = _Measurement(campaign, manifest, incumbent, job, plan, progress)
-    measured.run([c for c in candidates if not c.result.reasons], pairs, probe, sweeps)
-    result.confirmed, result.screen = measured.confirmed, measured.screen
-    accepted = next(
-        (c.number for c in candidates if c.number == measured.confirmed and c.result.decision in ACCEPTED),
-        None,
+    with judge.progress.phase("gates"):
+        candidates = [judge.gate(entry, incumbent) for entry in waiting]
+    measured = _Measurement(judge, incumbent)
+    measured.run([c for c in candidates if not c.verdict.reasons])
+    found = HeatJudgement(
+        incumbent,
+        candidates,
+        measured.confirmed,
+        measured.screen,
+        round(sum(measured.device_seconds.values()), 1),
     )
     record = {
         "rounds": [c.number for c in candidates],
         "base": incumbent,
-        "sweeps": sweeps,
+        "sweeps": judge.options.sweeps,
         "screen": {  # keyed by the round's number as text: notes hold plain names as keys
             str(number): round(ratio, 6) for number, ratio in measured.screen.items() if math.isfinite(ratio)
         },
         "confirmed": measured.confirmed,
-        "accepted": accepted,
+        "accepted": found.accepted,
     }
     for candidate in candidates:
-        candidate.result.device_seconds = measured.device_seconds.get(candidate.number)
-        close(candidate.document, candidate.result, manifest, repo, candidate.commit)
-        candidate.document.heat = record
-    result.device_seconds = round(sum(measured.device_seconds.values()), 1)
-    # The confirmed candidate last: a run killed before its verdict is noted leaves it open in the
-    # heat, measured again by the next run; noted, it finds every loser noted before it.
-    order = sorted(candidates, key=lambda c: (c.number == measured.confirmed, c.number))
-    g.fault_point("heat:measured")
-    with g.repo_lock(repo):
-        require_unmoved(campaign, incumbent, {c.number: c.commit for c in candidates})
-        for candidate in order:
-            note(campaign, candidate.commit, candidate.document, measured.csv.get(candidate.number), full)
-        g.fault_point("heat:noted")
-        for candidate in order:
-            apply_decision(campaign, candidate.number, candidate.commit, incumbent, candidate.result.decision)
-            heat.leave(campaign, candidate.number)
-            g.fault_point("heat:applied")
-    result.rounds += [candidate.result for candidate in candidates]
-    result.accepted = accepted
+        candidate.verdict.device_seconds = measured.device_seconds.get(candidate.number)
+        judge.close(candidate)
+        candidate.verdict.heat = record
+    return found
 
 
 @dataclass
 class _Measurement:
     """The heat's measured part: builds and tests, the screen, the confirmation. Fills each
-    candidate's result and document, and keeps the CSV to note and the device time of each."""
+    candidate's verdict and CSV, and keeps the device time of each."""
 
-    campaign: Campaign
-    manifest: Manifest
+    judge: Judge
     incumbent: str
-    job: HarnessJob
-    plan: ex.Plan
-    progress: Progress
-    csv: dict[int, bytes] = field(default_factory=dict)
     screen: dict[int, float] = field(default_factory=dict)
     confirmed: int | None = None
     device_seconds: dict[int, float] = field(default_factory=dict)
 
-    def run(self, candidates: list[Candidate], pairs: int | None, probe: bool, sweeps: int) -> None:
+    def run(self, candidates: list[Judgement]) -> None:
         if not candidates:
             return
-        repo, manifest = self.campaign.repo, self.manifest
-        scratch = run_dir(repo, self.campaign.name, "heat")
+        judge = self.judge
+        repo, manifest, timeout_s = judge.campaign.repo, judge.manifest, judge.job.timeout_s
+        scratch = run_dir(repo, judge.campaign.name, "heat")
         commits = {C.INCUMBENT: self.incumbent, **{role(c.number): c.commit for c in candidates}}
         started = time.monotonic()
         own: dict[int, float] = {}
-        with worktrees(repo, self.campaign.name, commits, steps.measured_paths(manifest)) as trees:
-            with self.progress.phase("build and tests"):
+        with worktrees(repo, judge.campaign.name, commits, steps.measured_paths(manifest)) as trees:
+            with judge.progress.phase("build and tests"):
                 ready = []
                 for candidate in candidates:
                     began = time.monotonic()
@@ -250,144 +171,127 @@ class _Measurement:
                         trees[role(candidate.number)],
                         candidate.commit,
                         scratch,
-                        self.job.timeout_s,
+                        timeout_s,
                         role(candidate.number),
                     )
                     own[candidate.number] = time.monotonic() - began
-                    candidate.document.build = readiness.build or None
-                    candidate.document.tests = readiness.tests
-                    if readiness.reason is not None:
-                        candidate.result.reasons, candidate.result.notes = [readiness.reason], readiness.notes
+                    candidate.verdict.build = readiness.build or None
+                    candidate.verdict.tests = readiness.tests
+                    if readiness.failed is not None:
+                        failed = readiness.failed
+                        reject(candidate.verdict, gates.unready(failed.what, failed.failure_notes()))
                     else:
                         ready.append(candidate)
                 if ready:
                     built = steps.prepare_incumbent(
-                        repo, manifest, trees[C.INCUMBENT], self.incumbent, scratch, self.job.timeout_s
+                        repo, manifest, trees[C.INCUMBENT], self.incumbent, scratch, timeout_s
                     )
                     if built is not None:
                         for candidate in ready:
-                            candidate.document.build = {
-                                **(candidate.document.build or {}),
+                            candidate.verdict.build = {
+                                **(candidate.verdict.build or {}),
                                 C.INCUMBENT: built.record(),
                             }
-            contenders = self._screen(ready, trees, sweeps, scratch) if len(ready) > 1 else ready
+            contenders = self._screen(ready, trees, scratch) if len(ready) > 1 else ready
             shared = time.monotonic() - started - sum(own.values())
             confirming = 0.0
             if contenders:
                 best, rest = contenders[0], contenders[1:]
                 began = time.monotonic()
-                self._confirm(best, trees, pairs, probe, scratch)
+                self._confirm(best, trees, scratch)
                 confirming = time.monotonic() - began
                 for candidate in rest:
                     self._outrun(candidate, best)
         # What the candidates share (the worktrees, the incumbent's build, the screen) is split
         # evenly among those measured (or, none measured, among those built and tested).
         sharing = {c.number for c in ready or candidates}
-        devices = len(self.plan.devices)
+        devices = len(judge.plan.devices)
         for candidate in candidates:
             seconds = own[candidate.number] + (shared / len(sharing) if candidate.number in sharing else 0.0)
             if candidate.number == self.confirmed:
                 seconds += confirming
             self.device_seconds[candidate.number] = round(seconds * devices, 1)
 
-    def _screen(
-        self, ready: list[Candidate], trees: dict[str, Path], sweeps: int, scratch: Path
-    ) -> list[Candidate]:
-        """The screen's sweeps over `ready`; fills the screened candidates' results (a REJECT where
+    def _screen(self, ready: list[Judgement], trees: dict[str, Path], scratch: Path) -> list[Judgement]:
+        """The screen's sweeps over `ready`; fills the screened candidates' verdicts (a REJECT where
         the single round's rules reject them on their screen pairs) and returns the contenders, best first."""
-        metric, labels = self.manifest.primary_metric, self.job.labels()
+        judge = self.judge
+        manifest, job, sweeps = judge.manifest, judge.job, judge.options.sweeps
+        metric, labels = manifest.primary_metric, job.labels()
         screened_trees = {
             C.INCUMBENT: trees[C.INCUMBENT],
             **{role(c.number): trees[role(c.number)] for c in ready},
         }
         runs = sweeps * len(screened_trees)
-        with self.progress.phase("heat screen", runs=runs):
+        with judge.progress.phase("heat screen", runs=runs):
             measured = ex.measure(
-                self.plan,
-                screened_trees,
-                self.job,
-                0,
-                scratch / "screen",
-                progress=self.progress,
-                sweeps=sweeps,
+                judge.plan, screened_trees, job, 0, scratch / "screen", progress=judge.progress, sweeps=sweeps
             )
         stats: dict[int, PairedStats] = {}
         by_number = {c.number: c for c in ready}
         for candidate in ready:
             own = [pair for pair in measured.pairs if pair.role == role(candidate.number)]
-            self.csv[candidate.number] = own[0].candidate.raw
+            candidate.csv = own[0].candidate.raw
             if measured.devices:
-                candidate.document.devices = measured.devices
-            failing = [(pair, row) for pair in own for row in pair.candidate.rows if not row.passed]
-            if failing:
-                candidate.result.reasons = [C.REASON_CHECK_FAILED]
-                candidate.result.notes = [f"{row.label}: {row.check}" for _, row in failing]
-                candidate.result.shapes = {
-                    row.label: ShapeFigures(check=row.check) for row in failing[-1][0].candidate.rows
-                }
-                self.csv[candidate.number] = failing[-1][0].candidate.raw
+                candidate.verdict.devices = measured.devices
+            failing = [(pair, rejection) for pair in own if (rejection := gates.correctness(pair.candidate))]
+            if failing:  # every failing run of the screen says which shapes failed
+                last, reason = failing[-1][0].candidate, failing[0][1].reason
+                reject(
+                    candidate.verdict,
+                    gates.Rejection(reason, [note for _, one in failing for note in one.notes]),
+                )
+                candidate.verdict.shapes = {row.label: ShapeFigures(check=row.check) for row in last.rows}
+                candidate.csv = last.raw
                 continue
             found = samples(own, metric, labels, session=1)
             stats[candidate.number] = paired_stats(found, labels)
             self._figures(candidate, own, stats[candidate.number], found)
-        noise = self.manifest.noise_floor
+        noise = manifest.noise_floor
         assert noise is not None
-        read = screen(stats, metric, noise.aggregate, noise.shapes, self.manifest.min_gain)
+        read = screen(stats, metric, noise.aggregate, noise.shapes, manifest.min_gain)
         self.screen = {number: one.ratio for number, one in stats.items()}
         for number, outcome in read.outcomes.items():
             if outcome.decision == Decision.REJECT:
-                by_number[number].result.reasons = outcome.reasons
-                by_number[number].result.notes = [*outcome.notes, _screened(sweeps)]
+                by_number[number].verdict.reasons = outcome.reasons
+                by_number[number].verdict.notes = [*outcome.notes, _screened(sweeps)]
         return [by_number[number] for number in read.contenders]
 
     def _figures(
-        self, candidate: Candidate, own: list[PairResult], stats: PairedStats, found: list[PairSample]
+        self, candidate: Judgement, own: list[PairResult], stats: PairedStats, found: list[PairSample]
     ) -> None:
         """A screened candidate's own measured ratio, interval, shapes and samples (what it keeps
         whatever the heat decides)."""
-        metric, labels = self.manifest.primary_metric, self.job.labels()
-        candidate.result.ratio, candidate.result.ci = stats.ratio, stats.ci
-        candidate.result.shapes = shape_figures(stats, found, labels)
-        candidate.document.sessions = 1
-        candidate.document.pairs = len(found)
-        candidate.document.aggregate = sides_aggregate(own[0], metric, labels)
-        candidate.document.samples = sample_records(found)
+        metric, labels = self.judge.manifest.primary_metric, self.judge.job.labels()
+        doc = candidate.verdict
+        doc.ratio, doc.ci = _finite(stats.ratio), [_finite(bound) for bound in stats.ci]
+        doc.shapes = shape_figures(stats, found, labels)
+        doc.sessions, doc.pairs = 1, len(found)
+        doc.aggregate = sides_aggregate(own[0], metric, labels)
+        doc.samples = sample_records(found)
 
-    def _confirm(
-        self, best: Candidate, trees: dict[str, Path], pairs: int | None, probe: bool, scratch: Path
-    ) -> None:
+    def _confirm(self, best: Judgement, trees: dict[str, Path], scratch: Path) -> None:
         """The best contender measured afresh against the incumbent, decided on that alone."""
         self.confirmed = best.number
-        screened = best.result.ratio
+        screened = best.verdict.ratio
         confirming = {C.INCUMBENT: trees[C.INCUMBENT], C.CANDIDATE: trees[role(best.number)]}
         commits = {C.INCUMBENT: self.incumbent, C.CANDIDATE: best.commit}
-        self.csv[best.number] = sessions(
-            self.campaign,
-            self.manifest,
-            confirming,
-            commits,
-            self.job,
-            pairs,
-            probe,
-            best.result,
-            best.document,
-            self.progress,
-            self.plan,
-            scratch / f"confirm-{best.number}",
-        )
-        if math.isfinite(screened):
-            best.result.notes.append(
+        best.csv = self.judge.sessions(best, confirming, commits, scratch / f"confirm-{best.number}")
+        if screened is not None:
+            assert best.verdict.notes is not None
+            best.verdict.notes.append(
                 f"the heat's best candidate (screen ratio {screened:.4f}), decided on a fresh measurement"
                 " against the incumbent"
             )
 
-    def _outrun(self, candidate: Candidate, best: Candidate) -> None:
-        pin = CampaignRef.rejected(self.campaign.name, candidate.number)
-        candidate.result.reasons = [C.REASON_OUTRUN]
-        candidate.result.notes = [
+    def _outrun(self, candidate: Judgement, best: Judgement) -> None:
+        pin = CampaignRef.rejected(self.judge.campaign.name, candidate.number)
+        ratio = candidate.verdict.ratio
+        candidate.verdict.reasons = [C.REASON_OUTRUN]
+        candidate.verdict.notes = [
             f"outrun: round {best.number} measured {self.screen[best.number]:.4f} in the heat's screen against"
-            f" this round's {candidate.result.ratio:.4f}; only the best candidate is confirmed (afresh), so that"
-            " picking the best of several noisy candidates does not raise the false-accept rate",
+            f" this round's {math.nan if ratio is None else ratio:.4f}; only the best candidate is confirmed"
+            " (afresh), so that picking the best of several noisy candidates does not raise the false-accept rate",
             f"re-open it on the accepted head: git campaign round --from {pin} --heat",
         ]
 

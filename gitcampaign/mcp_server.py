@@ -4,8 +4,9 @@ Each tool calls the same command function as the CLI verb of that name, so every
 does there: validate re-runs every gate, nothing here writes a file of the work tree or the manifest
 (edits reach a round only through the agent's own `git commit`, which the gates then judge), and
 `accept` refuses, as the CLI's does, a round that failed a gate or was never measured
-(`gitcampaign.gates`); it has no `--override-overfit`, which is a person's decision. Results are
-JSON objects (structured content, and the same JSON as text for clients that read only text); a
+(`gitcampaign.gates`); it has no `--override-overfit`, which is a person's decision. The
+instructions end with the rule book's rules (`gitcampaign.rules`), as validate applies them. Results
+are JSON objects (structured content, and the same JSON as text for clients that read only text); a
 user error is a tool error carrying the CLI's message and hint.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitcampaign import __version__
+from gitcampaign import __version__, rules
 from gitcampaign import git as g
 from gitcampaign.campaign import Campaign, resolve
 from gitcampaign.commands.override import pick_round
@@ -47,7 +48,7 @@ so (after two rollbacks in a row) and base the next hypothesis on it. Several ag
 its own git worktree, open_round(hypothesis, heat=True) opens its candidate in the heat; each commits
 its own round; then one validate(heat=True) decides them all (the best confirmed afresh, the others
 REJECT outrun). list_rejected(grep) says what was already tried and rejected: read it before a new
-hypothesis."""
+hypothesis. """ + rules.summary()
 
 
 def _plain(value: Any) -> Any:

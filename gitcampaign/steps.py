@@ -344,12 +344,12 @@ def _same_file(origin: str, path: Path) -> bool:
 
 @dataclass
 class Readiness:
-    """What ran before a measurement: the verdict's `build` (by role) and `tests`, and a REJECT reason."""
+    """What ran before a measurement: the verdict's `build` (by role) and `tests`, and the step
+    that failed (gitcampaign.gates says which gate that is)."""
 
     build: dict[str, StepRecord] = field(default_factory=dict)
     tests: StepRecord | None = None
-    reason: str | None = None
-    notes: list[str] = field(default_factory=list)
+    failed: Step | None = None
 
 
 def prepare_round(
@@ -362,7 +362,7 @@ def prepare_round(
 ) -> Readiness:
     """Candidate build, candidate tests, incumbent build: a broken candidate costs one build."""
     ready = prepare_candidate(repo, manifest, trees[C.CANDIDATE], commits[C.CANDIDATE], scratch, timeout_s)
-    if ready.reason is None:
+    if ready.failed is None:
         incumbent = prepare_incumbent(
             repo, manifest, trees[C.INCUMBENT], commits[C.INCUMBENT], scratch, timeout_s
         )
@@ -380,19 +380,19 @@ def prepare_candidate(
     timeout_s: float,
     role: str = C.CANDIDATE,
 ) -> Readiness:
-    """One candidate's build, then its tests; the REJECT reason where either fails (logs named by `role`)."""
+    """One candidate's build, then its tests (none after a failed build); logs named by `role`."""
     ready = Readiness()
     candidate = build(repo, manifest, tree, commit, scratch / f"build-{role}.log", timeout_s)
     if candidate is not None:
         ready.build[C.CANDIDATE] = candidate.record()
         if not candidate.passed:
-            ready.reason, ready.notes = C.REASON_BUILD_FAILED, candidate.failure_notes()
+            ready.failed = candidate
             return ready
     tests = run_tests(manifest, tree, scratch / f"tests-{role}.log", timeout_s)
     if tests is not None:
         ready.tests = tests.record()
         if not tests.passed:
-            ready.reason, ready.notes = C.REASON_TESTS_FAILED, tests.failure_notes()
+            ready.failed = tests
     return ready
 
 

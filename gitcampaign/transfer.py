@@ -19,6 +19,7 @@ from typing import Any
 
 from gitcampaign import constants as C
 from gitcampaign.errors import CampaignError
+from gitcampaign.gates import Rejection
 from gitcampaign.manifest import Manifest
 from gitcampaign.measure import InTurn, LoggedRun, pair_order, triton_cache_env
 from gitcampaign.progress import Progress
@@ -41,6 +42,11 @@ class Transfer:
     @property
     def overfit(self) -> bool:
         return self.verdict == OVERFIT
+
+    @property
+    def rejection(self) -> Rejection | None:
+        """The transfer gate's REJECT: `overfit`, with why the gain did not transfer."""
+        return Rejection(C.REASON_OVERFIT, self.reasons) if self.overfit else None
 
 
 def takes_shapes(manifest: Manifest) -> bool:

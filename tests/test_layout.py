@@ -20,7 +20,18 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("words", [ROOT, "errors", "vocabulary", "refs", "constants", "progress", "safe_yaml"]),
     (
         "rules",
-        ["decision", "results", "shapes", "manifest", "calibration", "crosscheck", "peaks", "isa", "lint"],
+        [
+            "rules",
+            "decision",
+            "results",
+            "shapes",
+            "manifest",
+            "calibration",
+            "crosscheck",
+            "peaks",
+            "isa",
+            "lint",
+        ],
     ),
     ("process", ["process"]),
     ("git", ["git"]),
@@ -206,6 +217,25 @@ def test_no_command_imports_another() -> None:
         if imported.startswith("commands.")
     ]
     assert crossing == [], "\n".join(crossing)
+
+
+def test_validate_holds_the_lock_the_notes_and_the_ref_moves_and_judges_nothing() -> None:
+    """The verb orchestrates (issue 37): the judges (validation, heat_validation) apply the rules
+    and return verdicts, which only the verb notes and applies."""
+    graph = _graph()
+    assert len(graph["commands.validate"]) <= 12, sorted(graph["commands.validate"])
+    rules = {"rules", "gates", "decision", "transfer", "steps", "measure", "executor"}
+    assert graph["commands.validate"] & rules == set()
+    effects = {"verdict.append", "verdict.write_csv_note", "g.write_note", "g.update_ref", "g.move_branch"}
+    for judge in ("validation", "heat_validation"):
+        tree = ast.parse(_modules()[judge].read_text())
+        used = {
+            f"{node.value.id}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        }
+        used |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        assert used & (effects | {"apply_decision"}) == set(), judge
 
 
 def test_the_checks_see_what_they_check() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import cost, envinfo, gates, plot, roofline, steps, trust, verdict
+from gitcampaign import cost, envinfo, gates, plot, roofline, rules, steps, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
@@ -269,11 +269,13 @@ def why_rejected(row: LineageRow) -> str:
 
 
 def _audit_lines(accepted: list[LineageRow], docs: dict[int, list[VerdictDoc]], builtin: bool) -> list[str]:
-    """One line per accepted round, from what its verdict recorded; the sentence that every
-    accepted round passed every gate only where each record says so."""
+    """The rules every round was judged by (the rule book's), then one line per accepted round,
+    from what its verdict recorded; the sentence that every accepted round passed every gate only
+    where each record says so."""
+    book = f"- The rules (gitcampaign/rules.py): {rules.summary()}"
     if not accepted:
-        return ["- no accepted rounds"]
-    lines = [
+        return [book, "- no accepted rounds"]
+    lines = [book] + [
         f"- round {r.round}: {markdown_text(gates.audit(docs.get(r.round, []), builtin))}" for r in accepted
     ]
     clean = all(_passed_every_gate(docs.get(r.round, [])) for r in accepted)

@@ -1,6 +1,6 @@
-"""VALIDATE: gates, an interleaved A/B measurement, a mechanical decision, notes, then ref moves
-(gitcampaign.validation); `--heat` decides the open heat's candidates together
-(gitcampaign.heat_validation).
+"""VALIDATE: a round judged (gitcampaign.validation: gates, an interleaved A/B measurement, a
+mechanical decision), then its notes, then its ref moves; `--heat` judges the open heat's
+candidates together (gitcampaign.heat_validation). This module holds the lock and owns the effects.
 
 Order of effects: notes first, then refs (each a compare-and-swap), so a run killed anywhere leaves
 either nothing (it is simply run again) or a decision noted but not applied, which the next
@@ -12,46 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitcampaign import constants as C
-from gitcampaign import executor as ex
 from gitcampaign import git as g
-from gitcampaign import heat, heat_validation, trust
-from gitcampaign.campaign import Campaign, Round, apply_decision, locked
-from gitcampaign.cost import DeviceClock
+from gitcampaign import heat, verdict
+from gitcampaign.campaign import Campaign, Round, apply_decision, locked, stale_decision
 from gitcampaign.errors import CampaignError
-from gitcampaign.heat_validation import HeatResult
-from gitcampaign.manifest import check_pairs
+from gitcampaign.heat_validation import HeatJudgement, HeatResult, judge_heat
 from gitcampaign.progress import Progress
-from gitcampaign.refs import CampaignRef, RefKind
-from gitcampaign.validation import (
-    Candidate,
-    ValidateResult,
-    close,
-    job_of,
-    measure_round,
-    note,
-    require_unmoved,
-    resume,
-)
-from gitcampaign.vocabulary import Status
-
-
-def round_to_validate(campaign: Campaign) -> Round:
-    """The round to validate: the checked-out round branch, else the only unfinished one."""
-    _, rounds = campaign.lineage()
-    checked_out = CampaignRef.from_ref(g.current_branch(campaign.repo) or "")
-    if (
-        checked_out is not None
-        and checked_out.kind == RefKind.ROUND
-        and checked_out.campaign == campaign.name
-    ):
-        return next(r for r in rounds if r.number == checked_out.round)
-    unfinished = [r for r in rounds if r.status in (Status.OPEN, Status.PENDING)]
-    if not unfinished:
-        raise CampaignError(
-            f"campaign {campaign.name} has no round waiting for validation",
-            'open one with `git campaign round -m "HYPOTHESIS"`, edit, `git commit`, then validate',
-        )
-    return unfinished[-1]
+from gitcampaign.validation import Judge, Judgement, Options, ValidateResult
+from gitcampaign.vocabulary import ACCEPTED, Decision, Status
 
 
 def validate(
@@ -65,18 +33,16 @@ def validate(
     executor: str | None = None,
     progress: Progress | None = None,
 ) -> ValidateResult:
-    progress = progress or Progress.silent()
-    check_pairs(pairs)
+    options = Options(full, pairs, probe, timeout_s, gpus, executor)
+    options.check()
     with locked(repo_path, campaign_name) as campaign:
         repo = campaign.repo
-        manifest = campaign.require_baseline()
-        trust.require(campaign)
-        plan = ex.make_plan(repo, campaign.name, manifest.executor, gpus, executor)
+        judge = Judge.of(campaign, options, progress or Progress.silent())
         incumbent = campaign.accepted_head()
-        current = round_to_validate(campaign)
+        current = campaign.round_to_validate()
         g.require_clean(repo, "validate")  # after the checks that need no clean tree, for their errors
         if current.status == Status.PENDING and current.decision is not None:
-            return resume(campaign, manifest, current)
+            return _resume(campaign, judge, current)
         if current.status in (Status.ACCEPTED, Status.REJECTED):
             raise CampaignError(
                 f"round {current.number} is already {current.status}",
@@ -91,32 +57,13 @@ def validate(
                 f"{current.number}`)",
             )
         with heat.candidate_locks(repo, campaign.name, [current.number]):
-            with progress.phase("gates"):
-                candidate = Candidate.of(campaign, manifest, current, incumbent, full)
-            result, document = candidate.result, candidate.document
-            bench_raw: bytes | None = None
-            if not result.reasons:
-                clock = DeviceClock(len(plan.devices))
-                bench_raw = measure_round(
-                    campaign,
-                    manifest,
-                    {C.INCUMBENT: incumbent, C.CANDIDATE: candidate.commit},
-                    job_of(manifest, candidate.shapes, timeout_s),
-                    pairs,
-                    probe,
-                    result,
-                    document,
-                    progress,
-                    plan,
-                )
-                result.device_seconds = clock.seconds()
-            close(document, result, manifest, repo, candidate.commit)
+            judged = judge.round(current, incumbent)
             g.fault_point("validate:measured")
             with g.repo_lock(repo):
-                require_unmoved(campaign, incumbent, {current.number: candidate.commit})
-                note(campaign, candidate.commit, document, bench_raw, full)
-                apply_decision(campaign, current.number, candidate.commit, incumbent, result.decision)
-            return result
+                _require_unmoved(campaign, incumbent, {judged.number: judged.commit})
+                _note(campaign, judged, full)
+                apply_decision(campaign, judged.number, judged.commit, incumbent, judged.decision)
+            return judged.result()
 
 
 def validate_heat(
@@ -131,14 +78,98 @@ def validate_heat(
     sweeps: int = 1,
     progress: Progress | None = None,
 ) -> HeatResult:
-    """`validate --heat`: every candidate of the open heat, decided together (gitcampaign.heat_validation)."""
-    check_pairs(pairs)
-    heat_validation.check_sweeps(sweeps)
+    """`validate --heat`: every candidate of the open heat, decided together; first what a killed
+    run noted, then every candidate still waiting."""
+    options = Options(full, pairs, probe, timeout_s, gpus, executor, sweeps)
+    options.check()
     with locked(repo_path, campaign_name) as campaign:
-        manifest = campaign.require_baseline()
-        trust.require(campaign)
-        plan = ex.make_plan(campaign.repo, campaign.name, manifest.executor, gpus, executor)
-        g.require_clean(campaign.repo, "validate the heat")
-        return heat_validation.decide_heat(
-            campaign, manifest, plan, full, pairs, probe, timeout_s, sweeps, progress or Progress.silent()
-        )
+        repo = campaign.repo
+        judge = Judge.of(campaign, options, progress or Progress.silent())
+        g.require_clean(repo, "validate the heat")
+        _, rounds = campaign.lineage()
+        heat.tidy(campaign, rounds)
+        members = heat.members(campaign, rounds)
+        if not members:
+            raise CampaignError(
+                f"campaign {campaign.name} has no open heat",
+                'open one: `git campaign round --heat -m "HYPOTHESIS"` for each candidate, commit each, then'
+                " `git campaign validate --heat` (a single round: `git campaign validate`)",
+            )
+        with heat.candidate_locks(repo, campaign.name, [entry.number for entry in members]):
+            # A killed run's rejections first, its acceptance last: it moves main, which they do not need.
+            pending = [entry for entry in members if entry.status == Status.PENDING]
+            pending.sort(key=lambda entry: entry.decision is not None and entry.decision.decision in ACCEPTED)
+            resumed = []
+            for entry in pending:
+                resumed.append(_resume(campaign, judge, entry))
+                heat.leave(campaign, entry.number)
+            accepted = next((entry.round for entry in resumed if entry.decision in ACCEPTED), None)
+            result = HeatResult(campaign.name, resumed, accepted, None)
+            waiting = [entry for entry in members if entry.status != Status.PENDING]
+            if waiting:
+                found = judge_heat(judge, waiting)
+                g.fault_point("heat:measured")
+                _apply_heat(campaign, found, full)
+                result.rounds += [one.result() for one in found.judged]
+                result.accepted, result.confirmed = found.accepted, found.confirmed
+                result.screen, result.device_seconds = found.screen, found.device_seconds
+            result.rounds.sort(key=lambda entry: entry.round)
+            return result
+
+
+def _apply_heat(campaign: Campaign, found: HeatJudgement, full: bool) -> None:
+    """Every verdict of the heat noted, then the losers pinned and reset, then the winner on main.
+    The confirmed candidate last: a run killed before its verdict is noted leaves it open in the
+    heat, measured again by the next run; noted, it finds every loser noted before it."""
+    order = sorted(found.judged, key=lambda one: (one.number == found.confirmed, one.number))
+    with g.repo_lock(campaign.repo):
+        _require_unmoved(campaign, found.incumbent, {one.number: one.commit for one in order})
+        for one in order:
+            _note(campaign, one, full)
+        g.fault_point("heat:noted")
+        for one in order:
+            apply_decision(campaign, one.number, one.commit, found.incumbent, one.decision)
+            heat.leave(campaign, one.number)
+            g.fault_point("heat:applied")
+
+
+def _require_unmoved(campaign: Campaign, incumbent: str, commits: dict[int, str]) -> None:
+    """Refs may have moved during the measurement (another worktree, a hand commit on main): a
+    decision is noted only while what it was measured against still stands."""
+    main = g.rev(campaign.repo, campaign.main_ref)
+    if main != incumbent:
+        raise stale_decision(campaign, min(commits), incumbent, main)
+    for number, commit in commits.items():
+        if g.rev(campaign.repo, campaign.round_branch(number)) != commit:
+            raise CampaignError(
+                f"{campaign.round_branch(number)} moved while it was measured; nothing was recorded",
+                "`git campaign validate` measures its new commit",
+            )
+
+
+def _note(campaign: Campaign, judged: Judgement, full: bool) -> None:
+    """The candidate's CSV note (when it was measured), then its verdict: notes before refs move."""
+    repo = campaign.repo
+    if judged.csv is not None:
+        notes_ref = C.NOTES_FULL if full else C.NOTES_BENCH
+        judged.verdict.csv_note = verdict.write_csv_note(repo, notes_ref, judged.commit, judged.csv)
+        g.fault_point("validate:csv-noted")
+    verdict.append(repo, judged.commit, judged.verdict)
+    g.fault_point("validate:verdict-noted")
+
+
+def _resume(campaign: Campaign, judge: Judge, pending: Round) -> ValidateResult:
+    """Apply the decision a killed run noted on round `pending`, once the judge allows it; a noted
+    accept the gates do not allow is replaced by a REJECT, noted and applied: the round is pinned,
+    nothing moves main, and the campaign goes on."""
+    standing, commit = pending.decision, pending.commit
+    assert standing is not None and standing.decision is not None and commit is not None
+    refusal = judge.recheck(pending)
+    if refusal is not None:
+        with g.repo_lock(campaign.repo):
+            verdict.append(campaign.repo, commit, refusal)
+            apply_decision(campaign, pending.number, commit, campaign.accepted_head(), Decision.REJECT)
+        return ValidateResult.of(refusal)
+    why = "; ".join(standing.notes or [])
+    apply_decision(campaign, pending.number, commit, str(standing.incumbent), standing.decision, why)
+    return ValidateResult.of(standing, resumed=True)

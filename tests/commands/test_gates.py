@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from gitcampaign import constants as C
-from gitcampaign import gates, verdict
 from gitcampaign import git as g
+from gitcampaign import rules, verdict
 from gitcampaign.cli import main
 from gitcampaign.commands.baseline import baseline
 from gitcampaign.commands.init import init
@@ -81,7 +81,7 @@ GATE_ROUNDS = {
 
 
 def test_the_gate_reasons_are_one_list() -> None:
-    assert set(gates.GATES) == {
+    assert set(rules.GATES) == {
         C.REASON_CHECK_FAILED,
         C.REASON_TESTS_FAILED,
         C.REASON_BUILD_FAILED,
@@ -89,7 +89,12 @@ def test_the_gate_reasons_are_one_list() -> None:
         C.REASON_HARNESS_CHANGED,
         C.REASON_OVERFIT,
     }
-    assert not set(gates.GATES) & {C.REASON_NOT_FASTER, C.REASON_WITHIN_NOISE, C.REASON_SHAPE_REGRESSION}
+    assert set(rules.SPEED_RULES) == {
+        C.REASON_NOT_FASTER,
+        C.REASON_WITHIN_NOISE,
+        C.REASON_SHAPE_REGRESSION,
+        C.REASON_OUTRUN,
+    }
 
 
 @pytest.mark.parametrize("reason", list(GATE_ROUNDS))
@@ -182,6 +187,7 @@ def test_the_harness_changed_reproduction_ends_at_accept(project: Path) -> None:
     markdown = git(project, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
     assert "0 accepted, 1 rejected" in markdown and "rolled back" not in markdown
     assert "- no accepted rounds" in markdown
+    assert f"- The rules (gitcampaign/rules.py): {rules.summary()}" in markdown  # the rule book's own words
 
 
 def test_validate_exit_code_tells_reject_from_accept(

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,6 +32,7 @@ from gitcampaign.measure import HarnessJob, run_quick
 from gitcampaign.refs import CampaignRef
 from gitcampaign.results import parse_csv
 from gitcampaign.shapes import load_shapes
+from gitcampaign.validation import Judge
 from gitcampaign.vocabulary import Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -320,17 +322,16 @@ def test_commit_on_main_during_validate_is_reported_not_stuck(
     """main moved while the round was measured: no ACCEPT over an unmoved main; the hint (rebase)
     leads to a validation that decides."""
     commit_round(project, "faster", 150)
-    measure = validate_module.measure_round
+    measure = Judge.measure
 
-    def user_commits_meanwhile(*args: object, **kwargs: object) -> bytes:
-        raw = measure(*args, **kwargs)  # type: ignore[arg-type]
+    def user_commits_meanwhile(judge: Judge, *args: Any, **kwargs: Any) -> None:
+        measure(judge, *args, **kwargs)
         head = main_sha(project)
         tree = git(project, "rev-parse", f"{head}^{{tree}}").strip()
         moved = git(project, "commit-tree", tree, "-p", head, "-m", "a hand commit on main").strip()
         git(project, "update-ref", f"refs/heads/{CampaignRef.main(NAME).branch}", moved, head)
-        return raw
 
-    monkeypatch.setattr(validate_module, "measure_round", user_commits_meanwhile)
+    monkeypatch.setattr(Judge, "measure", user_commits_meanwhile)
     before = verdict.read(g.open_repo(project), git(project, "rev-parse", "HEAD").strip())
     with pytest.raises(CampaignError, match="moved to .* while round 2 was measured") as info:
         validate(project, None)

@@ -35,7 +35,7 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     if run.device.type == "cuda":
         # The figures are held against ceilings measured at the sustained clock (calls back to back
         # under the power limit): a profile of calls on an idle GPU, at boost clock, would read above
-        # its limit. So the same calls run back to back first, as the gate's pre-roll runs them.
+        # its limit. So the same calls run back to back first, as the timed runs' pre-roll runs them.
         began = time.perf_counter()
         while time.perf_counter() - began < PREROLL_S:
             prepare()()

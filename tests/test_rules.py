@@ -38,3 +38,12 @@ def test_accept_and_the_mcp_server_read_the_book() -> None:
     gates_part, speed_part = rules.summary().split("Speed rules")
     assert all(reason in gates_part and reason not in speed_part for reason in rules.GATES)
     assert all(reason in speed_part and reason not in gates_part for reason in rules.SPEED_RULES)
+
+
+def test_the_book_states_the_limits_the_rules_apply() -> None:
+    """The book's words carry numbers; they are the ones decision and transfer compare against."""
+    from gitcampaign import decision, transfer
+
+    checks = {rule.reason: rule.checks for rule in rules.RULES}
+    assert f"less than {decision.REGRESSION_LIMIT:.0%} slower" in checks[C.REASON_SHAPE_REGRESSION]
+    assert f"at most {transfer.OVERFIT_LIMIT:.0%} slower" in checks[C.REASON_OVERFIT]

@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("host_cost: no CUDA device; run with --smoke for the CPU check", file=sys.stderr)
         return 2
-    rows = [row for op in args.ops.split(",") for row in measure(op, args, device)]
+    rows = []
+    for op in args.ops.split(","):
+        print(f"host_cost: measuring {op} ...", file=sys.stderr, flush=True)  # where a time limit stopped it
+        rows += measure(op, args, device)
     print_report(rows, args, device)
     return 0
 

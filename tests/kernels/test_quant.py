@@ -182,6 +182,27 @@ def test_tensorwise_transposed_is_one_quantisation_in_both_layouts(
         assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
 
 
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("config", quant._tensorwise_configs(), ids=_config_id)
+@pytest.mark.parametrize(("rows", "cols"), [(80, 128), (64, 128), (300, 200)])
+def test_gpu_tensorwise_transposed_from_float32(
+    monkeypatch: pytest.MonkeyPatch, config: triton.Config, rows: int, cols: int
+) -> None:
+    """The fused pass from float32 tiles, each config pinned: the test above feeds the GPU bf16. The
+    fp8 GEMM's tensorwise op with float32 operands (b 80 x 128) gave codes of b.T that differ from
+    run to run (docs/kernels.md, Known issue): this places it in the quantiser or clears it."""
+    _pin(monkeypatch, "_quant_tensorwise_kernel", config)
+    x = _rows_of_mixed_magnitude(rows, cols).float()
+    q, q_t, scales = quant.quantize_tensorwise_transposed(x)
+    again = quant.quantize_tensorwise_transposed(x)[1]
+    ref_q, ref_scales = quant._quantize_torch(x, "tensorwise", E4M3)
+    assert torch.equal(scales, ref_scales)
+    assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+    assert torch.equal(q_t.view(torch.uint8), ref_q.view(torch.uint8).t())
+    assert torch.equal(again.view(torch.uint8), q_t.view(torch.uint8))
+
+
 def test_tensorwise_transposed_rejects_strided_rows_and_follows_the_backend(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

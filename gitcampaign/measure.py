@@ -292,11 +292,13 @@ class InTurn:
     script (waiting_argv): it makes its interpreter and imports torch, then waits for its turn, so its
     start-up (about a tenth of a harness process on the GPU machine) overlaps the run
     before it instead of following it, without touching the GPU. A run still waiting when the turns
-    end (an error, an early stop) is stopped."""
+    end (an error, an early stop) is stopped. `ahead=False` starts each run in its turn: for runs
+    that time the host (the training probe), whose first run would share the CPU with that start-up.
+    """
 
-    def __init__(self, runs: Sequence[LoggedRun]) -> None:
+    def __init__(self, runs: Sequence[LoggedRun], ahead: bool = True) -> None:
         self.next = {
-            run.log_path: after for run, after in zip(runs, runs[1:], strict=False)
+            run.log_path: after for run, after in zip(runs, runs[1:], strict=False) if ahead
         }  # the last has none
         self.waiting: dict[Path, Launch] = {}
         self.started: list[Launch] = []  # recorded as each starts, until stopped: what __exit__ stops

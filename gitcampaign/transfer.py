@@ -79,7 +79,7 @@ def run_probe(
         for index, role in order
     ]
     runs: dict[str, list[dict[str, Any]]] = {C.INCUMBENT: [], C.CANDIDATE: []}
-    with InTurn(probes) as turns:
+    with InTurn(probes, ahead=False) as turns:  # it times the host: nothing starts beside it
         for (index, role), probe in zip(order, probes, strict=True):
             out = Path(probe.args[1])
             with progress.harness_run(f"probe {index + 1}/{PROBE_PAIRS}, {role}", [], probe.log_path):

@@ -97,8 +97,8 @@ def test_a_per_call_host_delay_is_rejected_by_the_probe(
     prepare(root, NAME, install_hooks=False)
     baseline(root, NAME)
 
-    open_round(root, NAME, "a faster kernel that spends 20 ms on the host per call")
-    (root / "kernel.py").write_text(kernel_source(130, 0.02))
+    open_round(root, NAME, "a faster kernel that spends 100 ms on the host per call")
+    (root / "kernel.py").write_text(kernel_source(130, 0.1))
     git(root, "commit", "-q", "-am", "Hypothesis: faster on the GPU\nChange: kernel.py")
     result = validate(root, NAME)
     # The quick harness alone saw a 30% gain and no failed check; the probe saw the host's time.

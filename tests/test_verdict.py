@@ -156,3 +156,15 @@ def test_a_typed_field_of_another_shape_makes_no_document(field: str, value: obj
     assert VerdictDoc.parse(text) is None
     docs, skipped = verdict.read_stream(f"---\n{text}".encode())
     assert docs == [] and f"field {field!r}" in skipped[0]
+
+
+def test_every_record_types_each_of_its_fields_and_no_other() -> None:
+    """A record's FIELDS names exactly its dataclass fields: one added to either alone would be read
+    into `extra` untyped, or typed and never set."""
+    records = [
+        cls for cls in vars(verdict).values() if isinstance(cls, type) and issubclass(cls, verdict.Record)
+    ]
+    assert len(records) > 5
+    for record in records:
+        declared = {f.name for f in dataclasses.fields(record)} - {"extra", "layout"}
+        assert set(record.FIELDS) == declared, record.__name__

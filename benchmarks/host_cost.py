@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for op in args.ops.split(","):
         print(f"host_cost: measuring {op} ...", file=sys.stderr, flush=True)  # where a time limit stopped it
-        rows += measure(op, args, device)
+        measured = measure(op, args, device)
+        for row in measured:  # kept if a later op is cut
+            print("  done:", *row.cells(), file=sys.stderr, flush=True)
+        rows += measured
     print_report(rows, args, device)
     return 0
 

@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         for provider in args.providers.split(",") if not size.experts else ["bf16"]:
             for mode in args.modes.split(","):
                 results.append(run_case(size, provider, mode, args, device))
-                print(f"  done: {size_name} {provider} {mode}", file=sys.stderr, flush=True)
+                print("  done:", *results[-1].cells(), file=sys.stderr, flush=True)  # kept if a later case is cut
     print_report(results, args, device)
     return 0
 

@@ -189,9 +189,10 @@ def test_tensorwise_transposed_is_one_quantisation_in_both_layouts(
 def test_gpu_tensorwise_transposed_from_float32(
     monkeypatch: pytest.MonkeyPatch, config: triton.Config, rows: int, cols: int
 ) -> None:
-    """The fused pass from float32 tiles, each config pinned: the test above feeds the GPU bf16. The
-    fp8 GEMM's tensorwise op with float32 operands (b 80 x 128) gave codes of b.T that differ from
-    run to run (docs/kernels.md, Known issue): this places it in the quantiser or clears it."""
+    """float32 input, each config of the fused pass pinned (the test above feeds the GPU bf16). On an
+    H200 the fused pass wrote wrong codes of x.T from float32 tiles under the PER_SM = 0 configs at
+    80 and 64 rows (the fp8 GEMM's tensorwise op then differed from run to run); float32 now takes
+    the plain quantiser and a copy, and every config must give the reference's codes."""
     _pin(monkeypatch, "_quant_tensorwise_kernel", config)
     x = _rows_of_mixed_magnitude(rows, cols).float()
     q, q_t, scales = quant.quantize_tensorwise_transposed(x)

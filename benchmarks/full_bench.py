@@ -187,9 +187,10 @@ def speedup_table(results: list[dict[str, Any]], info: Any, forward_only: bool) 
         rows.append(line)
     footer: list[object] = ["geomean"]
     for metric in metrics:
-        footer += ["", "", geomean(speedups[metric])]
-    rows.append([*footer, ""])
-    return tabulate(rows, headers=headers, floatfmt=".4g")
+        footer += [None, None, geomean(speedups[metric])]
+    rows.append([*footer, None])
+    # None, not "", for the footer's blanks: a string in a column makes tabulate print its floats raw
+    return tabulate(rows, headers=headers, floatfmt=".4g", missingval="")
 
 
 def parse_args(argv: list[str] | None, op_names: list[str]) -> argparse.Namespace:

@@ -221,9 +221,16 @@ class Stepper:
 
 
 def snr_db(reference: Any, result: Any) -> float:
+    """10 log10(|reference|^2 / |reference - result|^2); -inf where either holds a non-finite value
+    or the reference is all zeros while the result is not (no agreement to speak of)."""
     reference, result = reference.double(), result.double()
+    if not (reference.isfinite().all() and result.isfinite().all()):
+        return -math.inf
     noise = (reference - result).square().sum().item()
-    return math.inf if noise == 0 else 10 * math.log10(reference.square().sum().item() / noise)
+    signal = reference.square().sum().item()
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
 def time_step(step: Stepper, args: argparse.Namespace, device: str) -> float:
@@ -286,7 +293,14 @@ def run_case(size: Size, provider: str, mode: str, args: argparse.Namespace, dev
             print(f"  {size.name} {provider} {mode}: {results[-1]}", file=sys.stderr)
     snr = math.nan
     if not isinstance(results[0], str) and not isinstance(results[1], str):
-        snr = min(snr_db(ref, got) for got, ref in zip(results[0], results[1], strict=True))
+        snrs = [snr_db(ref, got) for got, ref in zip(results[0], results[1], strict=True)]
+        snr = min(snrs)
+        for name, value, got, ref in zip(("out", *(f"grad {i}" for i in range(len(leaves)))), snrs,
+                                         results[0], results[1], strict=True):  # fmt: skip
+            if value == -math.inf:  # which tensor, and which side, for the note under the table
+                print(f"  {size.name} {provider} {mode}: {name} disagrees: " + "; ".join(
+                    f"{side} finite {bool(x.isfinite().all())}, |x|^2 {x.double().square().sum().item():.3g}"
+                    for side, x in (("ours", got), ("vendor", ref))), file=sys.stderr)  # fmt: skip
     times = [result if isinstance(result, str) else time_step(stepper, args, device)
              for stepper, result in zip(steppers, results, strict=True)]  # fmt: skip
     return Result(size.name, provider, mode, times[0], times[1], snr, size.tokens)
@@ -313,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         for provider in args.providers.split(",") if not size.experts else ["bf16"]:
             for mode in args.modes.split(","):
                 results.append(run_case(size, provider, mode, args, device))
-                print("  done:", *results[-1].cells(), file=sys.stderr, flush=True)  # kept if a later case is cut
+                # each row as it comes, kept where a time limit cuts a later case
+                print("  done:", *results[-1].cells(), file=sys.stderr, flush=True)
     print_report(results, args, device)
     return 0
 

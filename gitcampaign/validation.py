@@ -324,6 +324,7 @@ class Judge:
         if moved.rejection is not None:
             doc.decision, doc.reasons = Decision.REJECT, [moved.rejection.reason]
             doc.notes = [*(doc.notes or []), *moved.rejection.notes]
+        doc.notes = [*(doc.notes or []), *moved.notes]
 
     def close(self, judged: Judgement) -> None:
         """The verdict's provenance: environment, protected paths, schema, tree, finishing time."""

@@ -207,8 +207,11 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
     if standing is None:
         return None
     ceilings = roofline.ceilings_for(campaign.repo, standing.gpu)
+    dtype = roofline.spec_dtype(campaign.repo, campaign.name, campaign.main_branch)
     return {
-        label: roofline.metric_share(figures[label], manifest.primary_metric, manifest.target_op, ceilings)
+        label: roofline.metric_share(
+            figures[label], manifest.primary_metric, manifest.target_op, ceilings, dtype
+        )
         if label in figures
         else None
         for label in manifest.representative_shapes

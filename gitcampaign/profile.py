@@ -163,8 +163,11 @@ def attach_ncu(profile: HarnessProfile, label: str, measured: dict[str, dict[str
     return missing
 
 
-def findings(profile: HarnessProfile, ceilings: roofline.Ceilings) -> dict[str, dict[str, Any]]:
-    """Per shape: its phases placed under the ceilings, and the one-line verdict."""
+def findings(
+    profile: HarnessProfile, ceilings: roofline.Ceilings, dtype: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per shape: its phases placed under the ceilings (for work in `dtype`, the op spec's dtype on
+    a GPU where known), and the one-line verdict."""
     found = {}
     for label, phases in profile.shapes.items():
         entry: dict[str, Any] = {}
@@ -177,15 +180,16 @@ def findings(profile: HarnessProfile, ceilings: roofline.Ceilings) -> dict[str, 
                 phase.gpu_ms_per_call,
                 phase.host_ms_per_call,
                 launches,
-                ceilings.limit(phase.unit, profile.op),
+                ceilings.limit(phase.unit, profile.op, dtype),
                 ceilings.launch_floor_us,
                 phase.ncu_throughput(),
             )
-            where = (
-                f"no ceilings for {profile.device}"
-                if ceilings.source == roofline.NOT_MEASURED
-                else ceilings.source
-            )
+            if ceilings.source == roofline.NOT_MEASURED:
+                where = f"no ceilings for {profile.device}"
+            elif phase.unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
+                where = roofline.NO_WIDE_CEILING.format(dtype=dtype)
+            else:
+                where = ceilings.source
             line = roofline.verdict_line(
                 placement, launches, phase.gpu_ms_per_call, phase.host_ms_per_call, where
             )

@@ -8,7 +8,8 @@ Ceilings come, in this order of trust, from:
 3. nothing: on the CPU, or on a GPU the table does not know, shares are "not measured".
 
 A figure's limit follows its unit: work counted in FLOPs is held against the dense GEMM ceiling of
-its precision (fp8 for an op whose name says fp8, bf16 otherwise), work counted in bytes against the
+its precision (fp8 for an op whose name says fp8, bf16 otherwise; none for an op whose op spec
+computes in float32 or float64, which no measured ceiling covers), work counted in bytes against the
 device copy bandwidth. A shape can sit under another limit than its unit's (a skinny GEMM bound by
 memory, a small one by launches or the host): `bound` says which, from the host and GPU times per
 call, the launch floor and, with Nsight Compute, the SM and DRAM throughput.
@@ -27,6 +28,7 @@ from git import Repo
 from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import verdict
+from gitcampaign.harness.contract import UsageError, spec_info, spec_literals
 
 MEASURED = "measured"
 DATASHEET = "datasheet, not measured"
@@ -56,6 +58,11 @@ DATASHEET_TABLE: tuple[tuple[tuple[str, ...], float, float | None, float], ...] 
 )
 
 
+# Dtypes whose FLOPs no ceiling here covers: the GEMM peaks are of bf16 and fp8 tensor cores.
+WIDE_DTYPES = ("float32", "float64")
+NO_WIDE_CEILING = "the op computes in {dtype}; the ceilings are bf16 and fp8 tensor-core GEMM peaks"
+
+
 @dataclass(frozen=True)
 class Limit:
     """The ceiling one figure is held against: its name, and the rate in the figure's unit per second."""
@@ -74,10 +81,13 @@ class Ceilings:
     launch_floor_us: float | None = None  # GPU time per empty kernel launched back to back
     measured: str = ""  # when `calibrate --peaks` measured them, and on which commit's note
 
-    def limit(self, unit: str, op: str) -> Limit | None:
-        """The ceiling of work counted in `unit`, for the op named `op`; None where there is none."""
+    def limit(self, unit: str, op: str, dtype: str | None = None) -> Limit | None:
+        """The ceiling of work counted in `unit`, for the op named `op` computing in `dtype` (its op
+        spec's dtype on a GPU, where known); None where there is none."""
         if unit == BYTE:
             return Limit("copy", self.copy_gbs * 1e9) if self.copy_gbs else None
+        if dtype in WIDE_DTYPES:
+            return None
         fp8 = "fp8" in op.lower()
         tflops = self.fp8_tflops if fp8 else self.bf16_tflops
         return Limit(f"{'fp8' if fp8 else 'bf16'} GEMM peak", tflops * 1e12) if tflops else None
@@ -127,6 +137,19 @@ def ceilings_for(repo: Repo, device: str) -> Ceilings:
             f"{doc.get('written', '?')} (environment note of {commit[:12]})",
         )
     return datasheet(device) or Ceilings(NOT_MEASURED, device)
+
+
+def spec_dtype(repo: Repo, campaign: str, commit: str) -> str | None:
+    """The dtype on a GPU of the op spec that `commit` (a commit of the campaign's line) froze for
+    the campaign; None where it froze none (campaigns made before op specs) or it does not parse."""
+    path = f"{C.campaign_dir(campaign)}/{C.OP_SPEC_FILE}"
+    raw = g.read_file_at(repo, commit, path)
+    if raw is None:
+        return None
+    try:
+        return spec_info(spec_literals(raw.decode(errors="replace"), path), path).dtype_for("cuda")
+    except UsageError:
+        return None
 
 
 def _number(value: object) -> float | None:
@@ -196,9 +219,11 @@ def metric_unit(metric: str) -> str:
     return BYTE if metric.endswith("GB/s") else FLOP
 
 
-def metric_share(value: float, metric: str, op: str, ceilings: Ceilings) -> float | None:
+def metric_share(
+    value: float, metric: str, op: str, ceilings: Ceilings, dtype: str | None = None
+) -> float | None:
     """A harness figure (TFLOPS or GB/s of `metric`) as a share of its limit; None where there is none."""
-    limit = ceilings.limit(metric_unit(metric), op)
+    limit = ceilings.limit(metric_unit(metric), op, dtype)
     if limit is None or not math.isfinite(value):
         return None
     scale = 1e9 if metric_unit(metric) == BYTE else 1e12

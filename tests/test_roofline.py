@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+from git import Repo
 
 from gitcampaign import profile, roofline
 from gitcampaign.errors import CampaignError
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 H200_MEASURED = roofline.Ceilings(roofline.MEASURED, "NVIDIA H200", 760.0, 1400.0, 4000.0, 2.5)
 
 
@@ -148,3 +151,35 @@ def test_a_gate_figure_as_a_share_of_its_limit() -> None:
     cpu = roofline.Ceilings(roofline.NOT_MEASURED, "cpu")
     assert roofline.metric_share(1.0, "Forward TFLOPS", "gemm", cpu) is None
     assert roofline.share_text(None) == "not measured"
+
+
+def test_float32_flops_have_no_ceiling_and_the_verdict_says_why() -> None:
+    """A float32 CUDA-core GEMM held against the bf16 tensor-core peak would read ~0.01 of it: no
+    share at all is the true answer, and bytes keep the copy bandwidth whatever the dtype."""
+    assert roofline.metric_share(9.0, "Forward TFLOPS", "sgemm", H200_MEASURED, "float32") is None
+    assert roofline.metric_share(9.0, "Forward TFLOPS", "sgemm", H200_MEASURED, "bfloat16") == pytest.approx(
+        9.0 / 760.0
+    )
+    assert roofline.metric_share(
+        3000.0, "Forward GB/s", "rmsnorm", H200_MEASURED, "float32"
+    ) == pytest.approx(0.75)
+    data = harness_file(unit="flop", work=1.0e9)
+    found = profile.findings(profile.HarnessProfile.parse(data, "profile.json"), H200_MEASURED, "float32")[
+        "q"
+    ]
+    assert found["forward"]["share_of_limit"] is None
+    assert "not measured: the op computes in float32; the ceilings are bf16 and fp8" in found["verdict"]
+
+
+def test_the_dtype_comes_from_the_campaigns_frozen_op_spec(tmp_path: Path) -> None:
+    repo = Repo.init(tmp_path)
+    spec = tmp_path / "campaigns" / "s" / "op_spec.py"
+    spec.parent.mkdir(parents=True)
+    spec.write_text((REPO_ROOT / "examples" / "cuda_extension" / "sgemm_spec.py").read_text())
+    repo.index.add([str(spec)])
+    commit = repo.index.commit("spec").hexsha
+    assert roofline.spec_dtype(repo, "s", commit) == "float32"
+    assert roofline.spec_dtype(repo, "other", commit) is None  # no spec frozen: the op's name decides
+    spec.write_text("NAME = 'broken'\nDTYPE = 3\n")
+    repo.index.add([str(spec)])
+    assert roofline.spec_dtype(repo, "s", repo.index.commit("broken").hexsha) is None

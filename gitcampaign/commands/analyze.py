@@ -85,7 +85,9 @@ def analyze(
         )
     scratch = measure.run_dir(repo, campaign.name, TREE)
     measured = measure_commit(campaign, manifest, commit, shapes, scratch, use_ncu, with_isa, progress)
-    found = profile.findings(measured.harness, measured.ceilings)
+    found = profile.findings(
+        measured.harness, measured.ceilings, roofline.spec_dtype(repo, campaign.name, commit)
+    )
     document: dict[str, Any] = {
         "campaign": campaign.name,
         "round": round_no,

@@ -147,9 +147,10 @@ def report(
         per_shape = _per_shape(results, manifest.primary_metric, labels, stats.shape_ratios if stats else {})
         environment = envinfo.fingerprint()
         ceilings = roofline.ceilings_for(repo, str(environment.get("gpu", "")))
+        dtype = roofline.spec_dtype(repo, campaign.name, head)
         for entry in per_shape.values():
             entry["share_of_limit"] = roofline.metric_share(
-                entry["final"], manifest.primary_metric, manifest.target_op, ceilings
+                entry["final"], manifest.primary_metric, manifest.target_op, ceilings, dtype
             )
         folder = C.campaign_dir(campaign.name)
         files: dict[str, bytes] = {}
@@ -349,13 +350,18 @@ def _markdown(
         ]
         for label, v in per_shape.items()
     ]
-    limit = ceilings.limit(roofline.metric_unit(metric), manifest.target_op)
-    limit_note = (
-        f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
-        f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
-        if limit is not None
-        else f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
-    )
+    dtype = roofline.spec_dtype(campaign.repo, campaign.name, head)
+    unit = roofline.metric_unit(metric)
+    limit = ceilings.limit(unit, manifest.target_op, dtype)
+    if limit is not None:
+        limit_note = (
+            f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
+            f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
+        )
+    elif unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
+        limit_note = f"Share of the limit: not measured ({roofline.NO_WIDE_CEILING.format(dtype=dtype)})."
+    else:
+        limit_note = f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
     least = sorted((v["ratio"], label) for label, v in per_shape.items() if isinstance(v["ratio"], float))[:3]
     # With no round accepted both sides run the same kernels: the ratio is the measurement's spread.
     same_kernels = (

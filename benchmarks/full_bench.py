@@ -101,17 +101,25 @@ def bench_shape(harness: Any, op: Any, shape: Any, bench: Bench) -> dict[str, fl
 
     first = fresh()
     set_bytes = sum(t.numel() * t.element_size() for t in first.tensors())
-    ring = itertools.cycle([first] + [fresh() for _ in range(input_set_count(set_bytes, bench.cuda) - 1)])
+    sets = [first] + [fresh() for _ in range(input_set_count(set_bytes, bench.cuda) - 1)]
+    ring = itertools.cycle(sets)
+    # The output gradients the step feeds back, drawn per input set before any timing: a draw inside
+    # the timed step would count the random generator's kernel as the op's backward.
+    shaped = op.named(op.call(first)) if backward else {}
+    wanted = [name for name, out in shaped.items() if out.requires_grad]
+    steps = itertools.cycle(
+        [(inputs, [normal(tuple(shaped[n].shape), generator, bench.device, shaped[n].dtype) for n in wanted])
+         for inputs in sets]
+    )  # fmt: skip
 
     def forward() -> Any:
         return op.call(next(ring))
 
     def step() -> Any:
-        inputs = next(ring)
+        inputs, grads = next(steps)
         outputs = op.named(op.call(inputs))
-        wanted = {name: out for name, out in outputs.items() if out.requires_grad}
-        grads = [normal(tuple(out.shape), generator, bench.device, out.dtype) for out in wanted.values()]
-        return torch.autograd.grad(list(wanted.values()), list(inputs.differentiable().values()), grads)
+        outs = [outputs[name] for name in wanted]
+        return torch.autograd.grad(outs, list(inputs.differentiable().values()), grads)
 
     work = op.work(shape, bench.dtype)
     figures: dict[str, float] = {}

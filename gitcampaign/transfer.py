@@ -85,8 +85,9 @@ def run_probe(
         _probe_pairs(runs, PROBE_PAIRS, CONFIRM_PAIRS, trees, manifest, scratch, extra, progress)
         transfer = judge(runs)
         outcome = "confirmed" if transfer.overfit else "cleared"
+        first = "pair" if PROBE_PAIRS == 1 else f"{PROBE_PAIRS} pairs"
         transfer.notes.append(
-            f"the first {PROBE_PAIRS} pair(s) of probe runs read the candidate slower ({slow}, speedup); "
+            f"the probe's first {first} read the candidate slower ({slow}, speedup); "
             f"{outcome} on the median of {PROBE_PAIRS + CONFIRM_PAIRS} pairs"
         )
     return transfer

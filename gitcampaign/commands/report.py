@@ -169,7 +169,7 @@ def report(
             stats,
             reached,
             environment,
-            ceilings,
+            _limit_note(ceilings, manifest, dtype),
             head,
             base_commit,
             f"git campaign report{' --force' * force}{' --record-failures' * record_failures}"
@@ -311,6 +311,20 @@ def _passed_every_gate(docs: list[VerdictDoc]) -> bool:
     )
 
 
+def _limit_note(ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | None) -> str:
+    """The sentence under the shape table: what the share-of-the-limit column holds the figures against."""
+    unit = roofline.metric_unit(manifest.primary_metric)
+    limit = ceilings.limit(unit, manifest.target_op, dtype)
+    if limit is not None:
+        return (
+            f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
+            f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
+        )
+    if unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
+        return f"Share of the limit: not measured ({roofline.NO_WIDE_CEILING.format(dtype=dtype)})."
+    return f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
+
+
 def _markdown(
     campaign: Campaign,
     manifest: Manifest,
@@ -320,7 +334,7 @@ def _markdown(
     stats: PairedStats | None,
     reached: list[str],
     environment: dict[str, object],
-    ceilings: roofline.Ceilings,
+    limit_note: str,
     head: str,
     base_commit: str,
     command: str,
@@ -350,18 +364,6 @@ def _markdown(
         ]
         for label, v in per_shape.items()
     ]
-    dtype = roofline.spec_dtype(campaign.repo, campaign.name, head)
-    unit = roofline.metric_unit(metric)
-    limit = ceilings.limit(unit, manifest.target_op, dtype)
-    if limit is not None:
-        limit_note = (
-            f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
-            f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
-        )
-    elif unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
-        limit_note = f"Share of the limit: not measured ({roofline.NO_WIDE_CEILING.format(dtype=dtype)})."
-    else:
-        limit_note = f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
     least = sorted((v["ratio"], label) for label, v in per_shape.items() if isinstance(v["ratio"], float))[:3]
     # With no round accepted both sides run the same kernels: the ratio is the measurement's spread.
     same_kernels = (

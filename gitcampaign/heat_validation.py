@@ -162,19 +162,19 @@ class _Measurement:
         own: dict[int, float] = {}
         with worktrees(repo, judge.campaign.name, commits, steps.measured_paths(manifest)) as trees:
             with judge.progress.phase("build and tests"):
+                began = time.monotonic()
+                places = {role(c.number): (trees[role(c.number)], c.commit) for c in candidates}
+                prepared = steps.prepare_candidates(repo, manifest, places, scratch, timeout_s)
+                # The tests ran at once: each candidate's share of the phase is in proportion to
+                # its own steps' time, so that the shares add up to the phase.
+                took = time.monotonic() - began
+                total = sum(readiness.seconds for readiness in prepared.values())
                 ready = []
                 for candidate in candidates:
-                    began = time.monotonic()
-                    readiness = steps.prepare_candidate(
-                        repo,
-                        manifest,
-                        trees[role(candidate.number)],
-                        candidate.commit,
-                        scratch,
-                        timeout_s,
-                        role(candidate.number),
+                    readiness = prepared[role(candidate.number)]
+                    own[candidate.number] = (
+                        took * readiness.seconds / total if total else took / len(candidates)
                     )
-                    own[candidate.number] = time.monotonic() - began
                     candidate.verdict.build = readiness.build or None
                     candidate.verdict.tests = readiness.tests
                     if readiness.failed is not None:

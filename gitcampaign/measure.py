@@ -27,7 +27,15 @@ from gitcampaign import git as g
 from gitcampaign.decision import PairSample
 from gitcampaign.envinfo import tool_env
 from gitcampaign.errors import CampaignError
-from gitcampaign.process import RUN_TOKEN_ENV, die_with_parent, kill_group, register, signals_deferred, wait
+from gitcampaign.process import (
+    RUN_TOKEN_ENV,
+    die_with_parent,
+    kill_group,
+    register,
+    signals_deferred,
+    wait,
+    wait_all,
+)
 from gitcampaign.progress import Progress
 from gitcampaign.results import BenchTable, parse_csv
 from gitcampaign.shapes import Shape, dump_shapes
@@ -225,6 +233,22 @@ def run_logged(
     run = LoggedRun(command, cwd, log_path, what, env, tuple(args))
     with InTurn([run]) as turns:
         return turns.run(run, timeout_s)
+
+
+def run_logged_together(runs: Sequence[LoggedRun], timeout_s: float) -> list[tuple[int | None, float]]:
+    """`runs` started at once, each supervised as run_logged's, and waited on together: each one's
+    exit code (None: stopped at `timeout_s`) and its seconds. For independent steps in separate
+    trees (a heat's candidates' tests); measured runs never share the machine."""
+    launches: list[Launch] = []
+    try:
+        for run in runs:
+            with signals_deferred():  # a ^C or SIGTERM lands once the launch is on record
+                launches.append(_start(run))
+        g.fault_point("measure:runs-started")
+        return wait_all([launch.process for launch in launches], timeout_s)
+    finally:
+        for launch in launches:
+            _stop(launch)
 
 
 @dataclass(frozen=True)

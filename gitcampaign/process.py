@@ -62,6 +62,26 @@ def wait(process: subprocess.Popen[bytes], timeout_s: float) -> int:
     raise Terminated
 
 
+def wait_all(processes: list[subprocess.Popen[bytes]], timeout_s: float) -> list[tuple[int | None, float]]:
+    """Wait for every process at once: each one's exit code (None: still running at the deadline,
+    left to the caller to stop) and its seconds from this call until it ended (or the deadline);
+    raises Terminated once a SIGTERM came, as `wait`."""
+    started = time.monotonic()
+    ended: dict[int, tuple[int | None, float]] = {}
+    while len(ended) < len(processes):
+        if _TERMINATING.is_set():
+            raise Terminated
+        elapsed = time.monotonic() - started
+        for index, process in enumerate(processes):
+            if index not in ended and (code := process.poll()) is not None:
+                ended[index] = (code, elapsed)
+        if elapsed >= timeout_s:
+            ended.update({index: (None, elapsed) for index in range(len(processes)) if index not in ended})
+        elif len(ended) < len(processes):
+            time.sleep(POLL_S)
+    return [ended[index] for index in range(len(processes))]
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` exists (a lock's or a harness's owner; another user's counts too)."""
     if pid <= 0:

@@ -41,7 +41,7 @@ from gitcampaign import envinfo
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import compiled_env, run_logged, tail, worktrees
+from gitcampaign.measure import LoggedRun, compiled_env, run_logged, run_logged_together, tail, worktrees
 from gitcampaign.verdict import StepRecord
 
 TAIL_LINES = 40
@@ -104,7 +104,29 @@ def run_step(
         problem = ""
     except CampaignError as exc:  # run_logged stopped a hang: the step failed, its log stays
         code, problem = None, exc.message
-    seconds = round(time.monotonic() - started, 3)
+    return _ended(what, command, log_path, code, round(time.monotonic() - started, 3), problem)
+
+
+def run_steps_together(
+    what: str, command: str, places: dict[str, tuple[Path, Path, dict[str, str]]], timeout_s: float
+) -> dict[str, Step]:
+    """`run_step` in several trees at once: `places` maps a role to its (tree, log path, env)."""
+    runs = [
+        LoggedRun(command, tree, log_path, what, {**build_env(tree), **env})
+        for tree, log_path, env in places.values()
+    ]
+    ended = run_logged_together(runs, timeout_s)
+    steps = {}
+    for (role, (_, log_path, _)), (code, seconds) in zip(places.items(), ended, strict=True):
+        problem = (
+            "" if code is not None else f"the {what} did not finish within {timeout_s:g} s and was stopped"
+        )
+        steps[role] = _ended(what, command, log_path, code, round(seconds, 3), problem)
+    return steps
+
+
+def _ended(what: str, command: str, log_path: Path, code: int | None, seconds: float, problem: str) -> Step:
+    """The step's record, its log closed with the step's time and exit code."""
     passed = code == 0
     output = "" if passed else "\n".join(filter(None, [failure_excerpt(log_path), problem]))
     with open(log_path, "a") as log:
@@ -350,6 +372,7 @@ class Readiness:
     build: dict[str, StepRecord] = field(default_factory=dict)
     tests: StepRecord | None = None
     failed: Step | None = None
+    seconds: float = 0.0  # the steps' own time
 
 
 def prepare_round(
@@ -361,7 +384,8 @@ def prepare_round(
     timeout_s: float,
 ) -> Readiness:
     """Candidate build, candidate tests, incumbent build: a broken candidate costs one build."""
-    ready = prepare_candidate(repo, manifest, trees[C.CANDIDATE], commits[C.CANDIDATE], scratch, timeout_s)
+    candidate = {C.CANDIDATE: (trees[C.CANDIDATE], commits[C.CANDIDATE])}
+    ready = prepare_candidates(repo, manifest, candidate, scratch, timeout_s)[C.CANDIDATE]
     if ready.failed is None:
         incumbent = prepare_incumbent(
             repo, manifest, trees[C.INCUMBENT], commits[C.INCUMBENT], scratch, timeout_s
@@ -371,28 +395,30 @@ def prepare_round(
     return ready
 
 
-def prepare_candidate(
-    repo: Repo,
-    manifest: Manifest,
-    tree: Path,
-    commit: str,
-    scratch: Path,
-    timeout_s: float,
-    role: str = C.CANDIDATE,
-) -> Readiness:
-    """One candidate's build, then its tests (none after a failed build); logs named by `role`."""
-    ready = Readiness()
-    candidate = build(repo, manifest, tree, commit, scratch / f"build-{role}.log", timeout_s)
-    if candidate is not None:
-        ready.build[C.CANDIDATE] = candidate.record()
-        if not candidate.passed:
-            ready.failed = candidate
-            return ready
-    tests = run_tests(manifest, tree, scratch / f"tests-{role}.log", timeout_s)
-    if tests is not None:
-        ready.tests = tests.record()
-        if not tests.passed:
-            ready.failed = tests
+def prepare_candidates(
+    repo: Repo, manifest: Manifest, candidates: dict[str, tuple[Path, str]], scratch: Path, timeout_s: float
+) -> dict[str, Readiness]:
+    """Each candidate's build, one after another (a build's check of site-packages must see its own
+    installs alone), then the tests of those that built, all at once: the trees are independent, and
+    a heat's candidates wait on the slowest suite instead of the sum. Logs are named by role; each
+    Readiness keeps its seconds (build and tests)."""
+    ready = {role: Readiness() for role in candidates}
+    testing = {}
+    for role, (tree, commit) in candidates.items():
+        built = build(repo, manifest, tree, commit, scratch / f"build-{role}.log", timeout_s)
+        if built is not None:
+            ready[role].build[C.CANDIDATE] = built.record()
+            ready[role].seconds += built.seconds
+            if not built.passed:
+                ready[role].failed = built
+                continue
+        testing[role] = (tree, scratch / f"tests-{role}.log", compiled_env(tree))
+    if manifest.test_command and testing:
+        for role, tests in run_steps_together("tests", manifest.test_command, testing, timeout_s).items():
+            ready[role].tests = tests.record()
+            ready[role].seconds += tests.seconds
+            if not tests.passed:
+                ready[role].failed = tests
     return ready
 
 

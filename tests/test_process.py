@@ -149,3 +149,20 @@ def test_a_sigterm_dropped_inside_a_finaliser_still_stops_the_wait_on_a_run() ->
         process.wait(later, 0.3)
     later.kill()
     later.wait()
+
+
+def test_wait_all_waits_on_every_process_at_once_and_leaves_the_late_one_to_stop() -> None:
+    """Each exit code and when it ended; a process still running at the deadline reads None (its
+    caller stops it)."""
+    quick = [
+        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(0.3); raise SystemExit({code})"])
+        for code in (0, 3)
+    ]
+    late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ended = process.wait_all([*quick, late], timeout_s=3.0)
+    finally:
+        late.kill()
+        late.wait()
+    assert [code for code, _ in ended] == [0, 3, None]
+    assert all(seconds < 2.5 for _, seconds in ended[:2]) and ended[2][1] >= 3.0

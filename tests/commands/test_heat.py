@@ -178,6 +178,32 @@ def test_a_candidate_failing_its_tests_is_rejected_before_anything_is_measured(p
     assert list(screens[0].glob("sweep0-round-2.csv")) and faster
 
 
+def test_the_candidates_tests_run_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heat's candidates are independent trees: their suites run side by side, so the heat
+    waits on its slowest suite, not on the sum (each suite here takes a second and logs its span)."""
+    spans = tmp_path / "spans"
+    root = make_project(tmp_path / "proj")
+    (root / "test_kernel.py").write_text(
+        "import os, time\nimport kernel\nstart = time.time()\ntime.sleep(1.0)\n"
+        "with open(os.environ['TEST_SPANS'], 'a') as log:\n    log.write(f'{start} {time.time()}\\n')\n"
+        "assert kernel.EDGE_CASES_OK, 'edge cases fail'\n"
+    )
+    git(root, "commit", "-qam", "a suite that takes a second")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TEST_SPANS", str(spans))
+    init(root, options())
+    baseline(root, None)
+    spans.unlink()
+    for speed in (110, 120, 130):
+        heat_round(root, f"speed {speed}", speed)
+    result = validate_heat(root, None)
+    ran = [tuple(map(float, line.split())) for line in spans.read_text().splitlines()]
+    assert len(ran) == 3
+    assert max(start for start, _ in ran) < min(end for _, end in ran)  # all three at once
+    assert result.accepted == 4
+    assert all(standing(root, entry.commit).tests is not None for entry in result.rounds)
+
+
 def test_plain_round_and_plain_validate_in_an_open_heat_say_how_to_join_or_close_it(project: Path) -> None:
     heat_round(project, "bigger tiles", 110)
     open_round(project, None, "much bigger tiles", heat=True)  # not committed yet

@@ -9,8 +9,10 @@ shapes (hidden 4096 and 8192, 8192 and 1024 tokens), and every step runs as a us
 1. init (Backward GB/s, 2 pairs), prepare, baseline;
 2. a heat of four candidates, each one configuration pin of rmsnorm.py (16 or 4 backward tiles a
    program, 8 warps, 2-row tiles), then `validate --heat --json`, timed;
-3. one candidate validated alone on the new head: the first of the heat's losers whose change still
-   applies there, made again as a plain round, then `validate --json`, timed.
+3. one candidate validated alone on the head the heat left, made again as a plain round, then
+   `validate --json`, timed: the candidate the heat confirmed where the heat accepted none (the
+   same candidate through the same gates, probe included), else the first of the heat's losers
+   whose change still applies there.
 It prints, for the heat and the single validate, the wall seconds of the command, the device
 seconds its verdicts record, and the seconds of its measurement phases (the harness runs: the heat's
 screen and confirmation sessions, the single's sessions), with the ratios heat / single: issue 41
@@ -214,14 +216,21 @@ def main() -> int:
     (out / "heat_cost.json").write_text(json.dumps(summary, indent=2))  # kept should the rest not finish
     accepted = heat["result"]["accepted"]
 
-    # One candidate alone, on the head the heat left: a loser's change made again (each pin is one
-    # line, so it still applies unless it was the winner's own line).
+    # One candidate alone, on the head the heat left. Where the heat accepted none, the candidate it
+    # confirmed, made again as a plain round: the heat's confirmation is that candidate's own
+    # validation (probe included), so heat / single is what the other candidates and the screen
+    # cost. Where it accepted one, a loser's change made again (each pin is one line, so it still
+    # applies unless it was the winner's own line).
     session.git("checkout", "-q", f"campaign/{name}/main")
     # The heat's rounds are numbered from 2 (the baseline is round 1) in the order they were opened.
-    winner = plan["candidates"][accepted - 2]["hypothesis"] if accepted else None
-    losers = [edit for edit in plan.get("single", plan["candidates"]) if edit["hypothesis"] != winner]
-    text = {edit["file"]: (root / edit["file"]).read_text() for edit in losers}
-    single_edit = next(edit for edit in losers if text[edit["file"]].count(edit["old"]) == 1)
+    confirmed = heat["result"]["confirmed"]
+    if not accepted and confirmed:
+        single_edit = plan["candidates"][confirmed - 2]
+    else:
+        winner = plan["candidates"][accepted - 2]["hypothesis"] if accepted else None
+        losers = [edit for edit in plan.get("single", plan["candidates"]) if edit["hypothesis"] != winner]
+        text = {edit["file"]: (root / edit["file"]).read_text() for edit in losers}
+        single_edit = next(edit for edit in losers if text[edit["file"]].count(edit["old"]) == 1)
     session.campaign("round", "-m", single_edit["hypothesis"])
     session.commit_edit(single_edit)
     single_run, single_s = session.campaign("validate", "--json")

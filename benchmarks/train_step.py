@@ -19,7 +19,8 @@ Providers: bf16 (ours: kernels.gemm / kernels.grouped_gemm; vendor: F.linear, to
 fp8-tensorwise, fp8-rowwise, fp8-blockwise (ours: kernels.gemm_fp8; vendor: a torch.compile'd
 reference quantiser feeding torch._scaled_mm, benchmarks/vendor.py). The MoE layer runs bf16 only.
 Modes: eager, and compiled (torch.compile of the layer, Inductor; the backward compiled by
-AOTAutograd; our kernels enter as custom ops).
+AOTAutograd; our kernels and the fp8 vendor composition enter as custom ops, the vendor's quantiser
+compiled on its own: benchmarks/vendor.py says why).
 
 Timing: CUDA events around --steps steps issued back to back, after a warm-up (autotuning,
 compiling) and a back-to-back pre-roll of --steps steps that brings the clocks and the queue to a

@@ -8,6 +8,8 @@ benchmarks/train_step.py), each the straightforward torch composition of the sam
   with the same formats (e4m3 operands, GRAD_FP8_DTYPE gradients); blockwise takes cuBLAS block
   scaling where this torch build computes it (kernels.gemm_fp8.reference_kind says), else a
   dequantised bf16 matmul;
+  under torch.compile it is one custom op (`gitcampaign_vendor::scaled_mm_linear`, its backward
+  another), as ours are;
 - grouped GEMM: `torch._grouped_mm` (CUTLASS) where it runs (bf16 on sm90), with torch's own
   autograd; elsewhere (the CPU smoke runs) one matmul per group.
 """
@@ -51,30 +53,85 @@ class ScaledMMLinear(torch.autograd.Function):
         x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
         qa, sa = quantise(a, x_kind, gemm_fp8.OPERAND_FP8_DTYPE)
         qb, sb = quantise(b, w_kind, gemm_fp8.OPERAND_FP8_DTYPE)
-        ctx.save_for_backward(a, b)
-        ctx.granularity, ctx.compile_backend = granularity, compile_backend
+        if ctx is not None:  # None: the custom op's forward, whose autograd is registered apart
+            ctx.save_for_backward(a, b)
+            ctx.granularity, ctx.compile_backend = granularity, compile_backend
         return gemm_fp8._matmul_torch(qa, sa, qb, sb, granularity, w_kind, torch.bfloat16)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         a, b = ctx.saved_tensors
-        granularity, quantise = ctx.granularity, reference_quantiser(ctx.compile_backend)
-        x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
-        grad_dtype, operand_dtype = gemm_fp8.GRAD_FP8_DTYPE[granularity], gemm_fp8.OPERAND_FP8_DTYPE
-        qg, sg = quantise(grad_out, x_kind, grad_dtype)
-        q_bt, s_bt = quantise(b.t(), w_kind, operand_dtype)
-        grad_a = gemm_fp8._matmul_torch(qg, sg, q_bt, s_bt, granularity, w_kind, a.dtype)
-        qg_t, sg_t = quantise(grad_out.t(), x_kind, grad_dtype)
-        q_at, s_at = quantise(a.t(), x_kind, operand_dtype)
-        grad_b = gemm_fp8._matmul_torch(qg_t, sg_t, q_at, s_at, granularity, x_kind, b.dtype)
-        return grad_a, grad_b, None, None
+        return (*_backward(grad_out, a, b, ctx.granularity, ctx.compile_backend), None, None)
+
+
+def _backward(
+    grad_out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """dA and dB, each operand quantised afresh along its product's reduction dimension."""
+    quantise = reference_quantiser(compile_backend)
+    x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
+    grad_dtype, operand_dtype = gemm_fp8.GRAD_FP8_DTYPE[granularity], gemm_fp8.OPERAND_FP8_DTYPE
+    qg, sg = quantise(grad_out, x_kind, grad_dtype)
+    q_bt, s_bt = quantise(b.t(), w_kind, operand_dtype)
+    grad_a = gemm_fp8._matmul_torch(qg, sg, q_bt, s_bt, granularity, w_kind, a.dtype)
+    qg_t, sg_t = quantise(grad_out.t(), x_kind, grad_dtype)
+    q_at, s_at = quantise(a.t(), x_kind, operand_dtype)
+    grad_b = gemm_fp8._matmul_torch(qg_t, sg_t, q_at, s_at, granularity, x_kind, b.dtype)
+    return grad_a, grad_b
 
 
 def scaled_mm_linear(
     a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
 ) -> torch.Tensor:
+    """`ScaledMMLinear`; under torch.compile the custom op `gitcampaign_vendor::scaled_mm_linear`,
+    opaque as ours are (its quantiser still compiled on its own). Traced into the graph instead,
+    on CUDA with torch 2.11 (aot_eager and Inductor alike), its forward was right and both its
+    gradients came out all zeros (2026-12-05, H100): a vendor that skips its backward is no vendor."""
+    if torch.compiler.is_compiling():
+        return scaled_mm_linear_op(a, b, granularity, compile_backend)
     out: torch.Tensor = ScaledMMLinear.apply(a, b, granularity, compile_backend)
     return out
+
+
+@torch.library.custom_op("gitcampaign_vendor::scaled_mm_linear", mutates_args=())
+def scaled_mm_linear_op(
+    a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> torch.Tensor:
+    with torch.no_grad():
+        return ScaledMMLinear.forward(None, a, b, granularity, compile_backend)  # type: ignore[no-any-return]
+
+
+@scaled_mm_linear_op.register_fake
+def _(a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None) -> torch.Tensor:
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("gitcampaign_vendor::scaled_mm_linear_backward", mutates_args=())
+def scaled_mm_linear_backward(
+    grad_out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _backward(grad_out, a, b, granularity, compile_backend)
+
+
+@scaled_mm_linear_backward.register_fake
+def _(
+    grad_out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a), torch.empty_like(b)
+
+
+def _save(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    a, b, ctx.granularity, ctx.compile_backend = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _op_backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    a, b = ctx.saved_tensors
+    grad_a, grad_b = scaled_mm_linear_backward(grad_out, a, b, ctx.granularity, ctx.compile_backend)
+    return grad_a, grad_b, None, None
+
+
+scaled_mm_linear_op.register_autograd(_op_backward, setup_context=_save)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:

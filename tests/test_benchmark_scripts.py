@@ -66,3 +66,51 @@ def test_host_cost_smoke_runs_every_op() -> None:
     expected = {(op, direction) for op in ops for direction in ("forward", "forward+backward")}
     expected |= {(f"quantize_fp8-{g}", "forward") for g in ("tensorwise", "rowwise", "blockwise")}
     assert set(rows) == expected
+
+
+VENDOR_UNDER_COMPILE = """
+import sys
+import torch
+sys.path[:0] = ["benchmarks", "."]
+import vendor
+
+torch.manual_seed(0)
+a = torch.randn(64, 64).to(torch.bfloat16).requires_grad_()
+b = (torch.randn(32, 64) / 8).to(torch.bfloat16).requires_grad_()
+grad = torch.randn(64, 32).to(torch.bfloat16)
+graphs = []
+
+def capture(graph, example_inputs):
+    graphs.append(str(graph.code))
+    return graph
+
+def step(linear):
+    a.grad = b.grad = None
+    out = linear(a, b, "tensorwise", None)
+    out.backward(grad)
+    return [out.detach(), a.grad, b.grad]
+
+eager = step(vendor.scaled_mm_linear)
+compiled = step(torch.compile(vendor.scaled_mm_linear, backend=capture, fullgraph=True))
+assert all(torch.equal(x, y) and y.abs().sum() > 0 for x, y in zip(eager, compiled)), "compiled differs"
+assert any("gitcampaign_vendor.scaled_mm_linear" in code for code in graphs), graphs
+torch.library.opcheck(vendor.scaled_mm_linear_op, (a.detach(), b.detach(), "tensorwise", None))
+print("ok")
+"""
+
+
+def test_the_fp8_vendor_enters_a_compiled_graph_as_one_op_with_its_gradients() -> None:
+    """Traced into a compiled layer on CUDA (torch 2.11), the vendor's fp8 linear gave all-zero
+    gradients; it now enters as a custom op, so a compiled layer runs the eager forward and
+    backward: the same output and gradients, nonzero, and an opaque node in the graph."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
+    done = subprocess.run(
+        [sys.executable, "-c", VENDOR_UNDER_COMPILE],
+        capture_output=True,
+        text=True,
+        env={**env, "TRITON_INTERPRET": "1"},
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

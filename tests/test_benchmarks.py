@@ -39,8 +39,10 @@ GPU_ONLY = (
     "dev/fp8_dev.py",
     "dev/gemm_dev.py",
     "dev/grouped_dev.py",
+    "dev/host_profile_dev.py",
     "dev/quant_dev.py",
     "dev/sass_dev.py",  # compiles for sm_90 without a GPU: tests/test_sm90_compile.py runs it
+    "dev/vendor_compile_dev.py",
 )
 SHELL = (
     "campaign_session.sh",  # its lanes run on the CPU in tests/test_campaign_session.py

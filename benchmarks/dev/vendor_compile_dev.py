@@ -3,11 +3,12 @@ inside the compiled function) against the custom op `benchmarks/vendor.py` now u
 against eager; the norms of the output and both gradients. On 2026-12-05 (H100, torch 2.11.0+cu130)
 the traced form gave the right output and all-zero gradients with Inductor and with aot_eager.
 
-    python3 benchmarks/dev/vendor_compile_dev.py
+    python3 benchmarks/dev/vendor_compile_dev.py [--granularity tensorwise|rowwise|blockwise]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--granularity", default="tensorwise", choices=("tensorwise", "rowwise", "blockwise"))
+    granularity = parser.parse_args().granularity
+
     import torch
     import vendor
 
@@ -26,11 +31,11 @@ def main() -> None:
     grad = torch.randn(512, 384, device="cuda").to(torch.bfloat16)
 
     def traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = vendor.ScaledMMLinear.apply(a, b, "tensorwise", "inductor")
+        out: torch.Tensor = vendor.ScaledMMLinear.apply(a, b, granularity, "inductor")
         return out
 
     def as_op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return vendor.scaled_mm_linear(a, b, "tensorwise", "inductor")
+        return vendor.scaled_mm_linear(a, b, granularity, "inductor")
 
     cases: list[tuple[str, Callable[..., torch.Tensor]]] = [("eager", as_op)]
     for backend in ("inductor", "aot_eager"):

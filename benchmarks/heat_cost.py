@@ -148,6 +148,21 @@ def figures(done: subprocess.CompletedProcess[str], wall: float) -> dict[str, An
     }
 
 
+def alone(plan: dict[str, Any], result: dict[str, Any], root: Path) -> dict[str, str]:
+    """The candidate to validate alone on the head the heat left (`result`: the heat's JSON). Where
+    the heat accepted none, the one it confirmed, made again as a plain round: the heat's
+    confirmation is that candidate's own validation (probe included), so heat / single is what the
+    other candidates and the screen cost. Where it accepted one, the first loser whose change still
+    applies there (each pin is one line: it does unless it was the winner's own line)."""
+    # The heat's rounds are numbered from 2 (the baseline is round 1) in the order they were opened.
+    accepted, confirmed = result["accepted"], result["confirmed"]
+    if not accepted and confirmed:
+        return dict(plan["candidates"][confirmed - 2])
+    winner = plan["candidates"][accepted - 2]["hypothesis"] if accepted else None
+    losers = [edit for edit in plan.get("single", plan["candidates"]) if edit["hypothesis"] != winner]
+    return next(edit for edit in losers if (root / edit["file"]).read_text().count(edit["old"]) == 1)
+
+
 def ratio(heat: float | None, single: float | None) -> float | None:
     return round(heat / single, 3) if heat and single else None
 
@@ -214,23 +229,8 @@ def main() -> int:
     heat_run, heat_s = session.campaign("validate", "--heat", "--json")
     heat = summary["heat"] = figures(heat_run, heat_s)
     (out / "heat_cost.json").write_text(json.dumps(summary, indent=2))  # kept should the rest not finish
-    accepted = heat["result"]["accepted"]
-
-    # One candidate alone, on the head the heat left. Where the heat accepted none, the candidate it
-    # confirmed, made again as a plain round: the heat's confirmation is that candidate's own
-    # validation (probe included), so heat / single is what the other candidates and the screen
-    # cost. Where it accepted one, a loser's change made again (each pin is one line, so it still
-    # applies unless it was the winner's own line).
     session.git("checkout", "-q", f"campaign/{name}/main")
-    # The heat's rounds are numbered from 2 (the baseline is round 1) in the order they were opened.
-    confirmed = heat["result"]["confirmed"]
-    if not accepted and confirmed:
-        single_edit = plan["candidates"][confirmed - 2]
-    else:
-        winner = plan["candidates"][accepted - 2]["hypothesis"] if accepted else None
-        losers = [edit for edit in plan.get("single", plan["candidates"]) if edit["hypothesis"] != winner]
-        text = {edit["file"]: (root / edit["file"]).read_text() for edit in losers}
-        single_edit = next(edit for edit in losers if text[edit["file"]].count(edit["old"]) == 1)
+    single_edit = alone(plan, heat["result"], root)
     session.campaign("round", "-m", single_edit["hypothesis"])
     session.commit_edit(single_edit)
     single_run, single_s = session.campaign("validate", "--json")

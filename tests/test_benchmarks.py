@@ -144,6 +144,29 @@ def test_heat_cost_runs_a_heat_and_a_single_validate_on_the_fake_project(tmp_pat
     assert "outrun" in (tmp_path / "out" / "rejected.txt").read_text()
 
 
+def test_heat_cost_validates_alone_the_candidate_the_heat_confirmed(tmp_path: Path) -> None:
+    """The single validate runs the path the heat's confirmation ran: the confirmed candidate where
+    the heat accepted none; where it accepted one, the first loser whose change still applies."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from heat_cost import alone
+
+    def pin(hypothesis: str, old: str, new: str) -> dict[str, str]:
+        return {"hypothesis": hypothesis, "file": "k.py", "old": old, "new": new}
+
+    plan = {
+        "candidates": [
+            pin("a", "A = 1 ", "A = 2 "),
+            pin("b", "B = 1 ", "B = 2 "),
+            pin("c", "A = 1 ", "A = 3 "),
+        ]
+    }
+    (tmp_path / "k.py").write_text("A = 1 \nB = 1 \n")
+    assert alone(plan, {"accepted": None, "confirmed": 4}, tmp_path)["hypothesis"] == "c"
+    assert alone(plan, {"accepted": None, "confirmed": None}, tmp_path)["hypothesis"] == "a"
+    (tmp_path / "k.py").write_text("A = 2 \nB = 1 \n")  # round 2 accepted: its line changed
+    assert alone(plan, {"accepted": 2, "confirmed": 2}, tmp_path)["hypothesis"] == "b"
+
+
 @pytest.mark.slow
 def test_full_bench_on_one_tiny_shape(tmp_path: Path) -> None:
     shapes = tmp_path / "shapes.yaml"

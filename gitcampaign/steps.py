@@ -13,7 +13,9 @@
   key because outputs may name their directory (an RPATH would load the other tree's library).
 - `validate` builds the candidate, runs `test_command` there, then builds the incumbent: a broken
   candidate is REJECT `build_failed` or `tests_failed` before any measurement, with the log tail in
-  the verdict. The baseline runs the tests too: a campaign cannot start from a red state.
+  the verdict. `validate --heat` builds its candidates one after another, then runs the test
+  suites of those that built at once. The baseline runs the tests too: a campaign cannot start from
+  a red state.
 - `report` runs the `acceptance_command` on the final accepted head and states whether the diff
   since the campaign's start holds only the accepted rounds' changes.
 """

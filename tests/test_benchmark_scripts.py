@@ -16,9 +16,14 @@ NUMBER = r"[0-9][0-9,]*\.?[0-9]*"
 
 
 def _run(script: str) -> str:
+    return _python(str(ROOT / "benchmarks" / script), "--smoke")
+
+
+def _python(*args: str) -> str:
+    """`python ARGS` from the repository root in the interpreter, no kernel pins; its stdout."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke"],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env={**env, "TRITON_INTERPRET": "1"},
@@ -116,14 +121,4 @@ def test_the_fp8_vendor_enters_a_compiled_graph_as_one_op_with_its_gradients() -
     """Traced into a compiled layer on CUDA (torch 2.11), the vendor's fp8 linear gave all-zero
     gradients; it now enters as a custom op, so a compiled layer runs the eager forward and
     backward: the same output and gradients, nonzero, and an opaque node in the graph."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KERNELS_")}
-    done = subprocess.run(
-        [sys.executable, "-c", VENDOR_UNDER_COMPILE],
-        capture_output=True,
-        text=True,
-        env={**env, "TRITON_INTERPRET": "1"},
-        cwd=ROOT,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    assert _python("-c", VENDOR_UNDER_COMPILE).strip().endswith("ok")

@@ -707,6 +707,37 @@ def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows
     assert torch.equal(ours[1], kernel_ref[1])
 
 
+def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
+    """The host's time a call comes from calls issued with torch.profiler off: here a call that
+    costs 20 ms only while a profiler records reads under 10 ms, and the kernels still come from
+    the profiled calls."""
+    import time
+    from types import SimpleNamespace
+
+    import torch
+
+    from gitcampaign.harness.profile import profile_phase
+
+    profiled = []
+
+    def call() -> None:
+        recording = torch._C._autograd._profiler_enabled()
+        profiled.append(recording)
+        if recording:
+            time.sleep(0.02)
+        torch.ones(4).sum()
+
+    run = SimpleNamespace(
+        op=SimpleNamespace(provider=lambda inputs: call, info=SimpleNamespace(unit="TFLOPS")),
+        device=torch.device("cpu"),
+    )
+    calls = SimpleNamespace(timed_inputs=lambda: None)
+    phase = profile_phase(run, calls, "forward", 3, 1.0)  # type: ignore[arg-type]
+    assert profiled == [False] * 3 + [True] * 3
+    assert phase["host_ms_per_call"] < 10
+    assert phase["kernels"] and phase["calls"] == 3
+
+
 def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> None:
     """`--profile`: per shape and phase, the calls on the harness's own inputs under torch.profiler
     (CPU operators here), with the work per call and the host's time to issue one."""

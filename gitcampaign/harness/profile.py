@@ -18,8 +18,9 @@ PREROLL_S = 1.0  # back-to-back calls before the profiled ones (on a GPU): the s
 
 
 def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -> dict[str, Any]:
-    """`count` calls of one phase back to back, their inputs (and a backward's forward) prepared
-    first, outside the profiled window."""
+    """`count` calls of one phase back to back, twice: with nothing attached, for the host's time to
+    issue one, then under torch.profiler, for the kernels. Each time their inputs (and a backward's
+    forward) are prepared first, outside the timed window."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -39,21 +40,29 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
         began = time.perf_counter()
         while time.perf_counter() - began < PREROLL_S:
             prepare()()
-    prepared = [prepare() for _ in range(count)]
-    synchronize(run.device)
+
+    def prepared() -> list[Any]:
+        calls = [prepare() for _ in range(count)]
+        synchronize(run.device)
+        return calls
+
+    # The host's time to issue a call, with no profiler attached: torch.profiler records every
+    # operator and launch, and its own cost lands on the host. Under it a bf16 GEMM forward read
+    # 0.16-0.51 ms to issue at Llama shapes (H200, 2026-12-05), where benchmarks/host_cost.py reads
+    # 37 us with nothing attached: enough to call a GPU-bound op host-bound.
+    issued_s = issue(prepared(), run.device)
     cuda = run.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    # The calls are also bracketed for Nsight Compute (`--profile-from-start off`), under which the
-    # torch profiler may find CUPTI taken: then only the host's time is recorded here, and ncu's
-    # report is what counts.
+    # The profiled calls (their kernels) are also bracketed for Nsight Compute (`--profile-from-start
+    # off`), under which the torch profiler may find CUPTI taken: then ncu's report is what counts.
     events: list[Any] = []
     try:
         with profile(activities=activities) as profiler:
-            issued_s = issue(prepared, run.device)
+            issue(prepared(), run.device, bracket=True)
         events = list(profiler.events())
     except RuntimeError as exc:
         print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)
-        issued_s = issue(prepared, run.device)
+        issue(prepared(), run.device, bracket=True)
     kernels: dict[str, dict[str, float]] = {}
     for event in events:
         on_device = cuda and event.device_type == torch.autograd.DeviceType.CUDA
@@ -82,18 +91,20 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     }
 
 
-def issue(calls: list[Any], device: Any) -> float:
-    """Run the calls back to back; the host's seconds to issue them (the GPU drains after)."""
+def issue(calls: list[Any], device: Any, bracket: bool = False) -> float:
+    """Run the calls back to back; the host's seconds to issue them (the GPU drains after). With
+    `bracket`, between cudaProfilerStart and Stop: the calls Nsight Compute captures."""
     import torch
 
-    if device.type == "cuda":
+    bracket = bracket and device.type == "cuda"
+    if bracket:
         torch.cuda.profiler.start()
     began = time.perf_counter()
     for call in calls:
         call()
     issued_s = time.perf_counter() - began
     synchronize(device)
-    if device.type == "cuda":
+    if bracket:
         torch.cuda.profiler.stop()
     return issued_s
 

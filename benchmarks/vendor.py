@@ -49,19 +49,23 @@ class ScaledMMLinear(torch.autograd.Function):
     def forward(
         ctx: Any, a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
     ) -> torch.Tensor:
-        quantise = reference_quantiser(compile_backend)
-        x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
-        qa, sa = quantise(a, x_kind, gemm_fp8.OPERAND_FP8_DTYPE)
-        qb, sb = quantise(b, w_kind, gemm_fp8.OPERAND_FP8_DTYPE)
-        if ctx is not None:  # None: the custom op's forward, whose autograd is registered apart
-            ctx.save_for_backward(a, b)
-            ctx.granularity, ctx.compile_backend = granularity, compile_backend
-        return gemm_fp8._matmul_torch(qa, sa, qb, sb, granularity, w_kind, torch.bfloat16)
+        ctx.save_for_backward(a, b)
+        ctx.granularity, ctx.compile_backend = granularity, compile_backend
+        return _forward(a, b, granularity, compile_backend)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         a, b = ctx.saved_tensors
         return (*_backward(grad_out, a, b, ctx.granularity, ctx.compile_backend), None, None)
+
+
+def _forward(a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None) -> torch.Tensor:
+    """a @ b.T in fp8: a quantised as an activation, b as a weight."""
+    quantise = reference_quantiser(compile_backend)
+    x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
+    qa, sa = quantise(a, x_kind, gemm_fp8.OPERAND_FP8_DTYPE)
+    qb, sb = quantise(b, w_kind, gemm_fp8.OPERAND_FP8_DTYPE)
+    return gemm_fp8._matmul_torch(qa, sa, qb, sb, granularity, w_kind, torch.bfloat16)
 
 
 def _backward(
@@ -97,8 +101,7 @@ def scaled_mm_linear(
 def scaled_mm_linear_op(
     a: torch.Tensor, b: torch.Tensor, granularity: str, compile_backend: str | None
 ) -> torch.Tensor:
-    with torch.no_grad():
-        return ScaledMMLinear.forward(None, a, b, granularity, compile_backend)  # type: ignore[no-any-return]
+    return _forward(a, b, granularity, compile_backend)
 
 
 @scaled_mm_linear_op.register_fake

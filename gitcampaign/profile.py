@@ -186,7 +186,7 @@ def findings(
             )
             if ceilings.source == roofline.NOT_MEASURED:
                 where = f"no ceilings for {profile.device}"
-            elif phase.unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
+            elif roofline.uncovered(phase.unit, dtype):
                 where = roofline.NO_WIDE_CEILING.format(dtype=dtype)
             else:
                 where = ceilings.source

@@ -63,6 +63,11 @@ WIDE_DTYPES = ("float32", "float64")
 NO_WIDE_CEILING = "the op computes in {dtype}; the ceilings are bf16 and fp8 tensor-core GEMM peaks"
 
 
+def uncovered(unit: str, dtype: str | None) -> bool:
+    """Work no ceiling here covers: FLOPs in a wide dtype (NO_WIDE_CEILING says why)."""
+    return unit == FLOP and dtype in WIDE_DTYPES
+
+
 @dataclass(frozen=True)
 class Limit:
     """The ceiling one figure is held against: its name, and the rate in the figure's unit per second."""
@@ -86,7 +91,7 @@ class Ceilings:
         spec's dtype on a GPU, where known); None where there is none."""
         if unit == BYTE:
             return Limit("copy", self.copy_gbs * 1e9) if self.copy_gbs else None
-        if dtype in WIDE_DTYPES:
+        if uncovered(unit, dtype):
             return None
         fp8 = "fp8" in op.lower()
         tflops = self.fp8_tflops if fp8 else self.bf16_tflops

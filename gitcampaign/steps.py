@@ -43,7 +43,7 @@ from gitcampaign import envinfo
 from gitcampaign import git as g
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
-from gitcampaign.measure import LoggedRun, compiled_env, run_logged, run_logged_together, tail, worktrees
+from gitcampaign.measure import LoggedRun, compiled_env, run_logged_together, tail, worktrees
 from gitcampaign.verdict import StepRecord
 
 TAIL_LINES = 40
@@ -99,14 +99,7 @@ def run_step(
     what: str, command: str, tree: Path, log_path: Path, timeout_s: float, env: dict[str, str] | None = None
 ) -> Step:
     """Run one step with its output in `log_path`, which ends with the step's time and exit code."""
-    started = time.monotonic()
-    code: int | None
-    try:
-        code = run_logged(command, tree, log_path, timeout_s, what, {**build_env(tree), **(env or {})})
-        problem = ""
-    except CampaignError as exc:  # run_logged stopped a hang: the step failed, its log stays
-        code, problem = None, exc.message
-    return _ended(what, command, log_path, code, round(time.monotonic() - started, 3), problem)
+    return run_steps_together(what, command, {what: (tree, log_path, env or {})}, timeout_s)[what]
 
 
 def run_steps_together(
@@ -117,25 +110,18 @@ def run_steps_together(
         LoggedRun(command, tree, log_path, what, {**build_env(tree), **env})
         for tree, log_path, env in places.values()
     ]
-    ended = run_logged_together(runs, timeout_s)
     steps = {}
+    ended = run_logged_together(runs, timeout_s)
     for (role, (_, log_path, _)), (code, seconds) in zip(places.items(), ended, strict=True):
-        problem = (
-            "" if code is not None else f"the {what} did not finish within {timeout_s:g} s and was stopped"
-        )
-        steps[role] = _ended(what, command, log_path, code, round(seconds, 3), problem)
+        passed = code == 0
+        stopped = f"the {what} did not finish within {timeout_s:g} s and was stopped" if code is None else ""
+        output = "" if passed else "\n".join(filter(None, [failure_excerpt(log_path), stopped]))
+        with open(log_path, "a") as log:
+            log.write(
+                f"\n[gitcampaign] {what}: {'passed' if passed else 'FAILED'} in {seconds:.1f} s (exit {code})\n"
+            )
+        steps[role] = Step(what, command, passed, code, round(seconds, 3), str(log_path), output)
     return steps
-
-
-def _ended(what: str, command: str, log_path: Path, code: int | None, seconds: float, problem: str) -> Step:
-    """The step's record, its log closed with the step's time and exit code."""
-    passed = code == 0
-    output = "" if passed else "\n".join(filter(None, [failure_excerpt(log_path), problem]))
-    with open(log_path, "a") as log:
-        log.write(
-            f"\n[gitcampaign] {what}: {'passed' if passed else 'FAILED'} in {seconds:.1f} s (exit {code})\n"
-        )
-    return Step(what, command, passed, code, seconds, str(log_path), output)
 
 
 def failure_excerpt(log_path: Path) -> str:

@@ -79,7 +79,7 @@ def run_probe(
         slow = ", ".join(
             f"{label} {speedup:.3f}"
             for label, speedup in transfer.record["speedup"].items()
-            if not speedup >= 1.0 - OVERFIT_LIMIT
+            if did_not_transfer(speedup)
         )
         progress.note(f"the training probe read the candidate slower ({slow}): {CONFIRM_PAIRS} more pairs")
         _probe_pairs(runs, PROBE_PAIRS, CONFIRM_PAIRS, trees, manifest, scratch, extra, progress)
@@ -135,6 +135,11 @@ def _probe_pairs(
             runs[role].append(json.loads(out.read_text()))
 
 
+def did_not_transfer(speedup: float) -> bool:
+    """A probe shape's speedup (incumbent ms / candidate ms) more than OVERFIT_LIMIT slower, or NaN."""
+    return not speedup >= 1.0 - OVERFIT_LIMIT  # written so that NaN does not transfer
+
+
 def per_shape(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A probe record's shapes by label; an old probe's single block as one shape."""
     if "shapes" in run:
@@ -166,7 +171,7 @@ def judge(runs: dict[str, list[dict[str, Any]]]) -> Transfer:
     if diverged:
         reasons.append(f"the training probe's loss left the incumbent's trajectory: {diverged[0]}")
     for label, speedup in speedups.items():
-        if not speedup >= 1.0 - OVERFIT_LIMIT:  # written so that NaN does not transfer
+        if did_not_transfer(speedup):
             where = f" on {label}" if len(labels) > 1 else ""
             reasons.append(
                 f"the training probe ran {100 * (1 - speedup):.1f}% slower{where}: the gain did not transfer"

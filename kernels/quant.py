@@ -770,14 +770,11 @@ def quantize_tensorwise_transposed(
             f"x has strides {tuple(x.stride())}; quantize_tensorwise_transposed needs unit-stride rows "
             "(pass x.contiguous(), or quantize() a transposed view)"
         )
-    if backend(BACKEND_ENV) == "torch":
-        q, scales = _quantize_torch(x, "tensorwise", fp8_dtype)
-        return q, q.t().contiguous(), scales
-    if x.dtype == torch.float32:
-        # On an H200 (triton 3.6.0) the fused pass wrote wrong codes of x.T from float32 tiles under
-        # its one-tile-a-program configs (PER_SM = 0) at 64 and 80 rows of 128, where the fp8 GEMM's
-        # op tests with bf16 operands pass. float32 takes the plain quantiser and a copy instead.
-        q, scales = quantize(x, "tensorwise", fp8_dtype)
+    if backend(BACKEND_ENV) == "torch" or x.dtype == torch.float32:
+        # float32: on an H200 (triton 3.6.0) the fused pass wrote wrong codes of x.T from float32
+        # tiles under its one-tile-a-program configs (PER_SM = 0) at 64 and 80 rows of 128, where the
+        # fp8 GEMM's op tests with bf16 operands pass. It takes the plain quantiser and a copy instead.
+        q, scales = _quantize(x, "tensorwise", fp8_dtype)
         return q, q.t().contiguous(), scales
     rows, cols = x.shape
     q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)

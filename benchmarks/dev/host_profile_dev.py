@@ -1,8 +1,8 @@
 """Where the host time of a bf16 `gemm` and a `grouped_gemm` call goes, at 256^3 where the GPU's share
-is negligible: each part timed alone (microseconds a call, calls back to back, one synchronize at the
-end), then cProfile of the main thread over the launch path and the backward bodies. The autograd
-engine runs a backward on a thread of its own, which cProfile does not see: the backward bodies are
-timed here as plain calls.
+is negligible: each part timed alone (microseconds a call, calls back to back, one synchronize at
+the end, as benchmarks/host_cost.py times them), then cProfile of the main thread over the launch
+path and the backward bodies. The autograd engine runs a backward on a thread of its own, which
+cProfile does not see: the backward bodies are timed here as plain calls.
 
     python3 benchmarks/dev/host_profile_dev.py [--calls 3000]
 """
@@ -14,11 +14,11 @@ import cProfile
 import io
 import pstats
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 
 def main() -> None:
@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000)
     calls = parser.parse_args().calls
 
+    import host_cost
     import torch
     import torch.nn.functional as F
 
@@ -50,15 +51,12 @@ def main() -> None:
 
         return run
 
+    timer = host_cost._timer("cuda")
+
     def per_call(call: Callable[[], object]) -> float:
-        for _ in range(20):
+        for _ in range(20):  # autotuning, compiling, resolving the launches
             call()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) / calls * 1e6
+        return timer(call, calls)[0]  # host_cost.py's back-to-back figure
 
     ends = torch.cumsum(sizes, 0).to(torch.int32)
     parts: dict[str, Callable[[], object]] = {

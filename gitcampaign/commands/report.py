@@ -320,7 +320,7 @@ def _limit_note(ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | No
             f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
             f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
         )
-    if unit == roofline.FLOP and dtype in roofline.WIDE_DTYPES:
+    if roofline.uncovered(unit, dtype):
         return f"Share of the limit: not measured ({roofline.NO_WIDE_CEILING.format(dtype=dtype)})."
     return f"Share of the limit: not measured (no ceilings for {ceilings.gpu or 'this machine'})."
 

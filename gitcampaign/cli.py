@@ -847,6 +847,13 @@ def analyze(
     " outside the accepted rounds, recorded as such.",
 )
 @click.option(
+    "--next",
+    "next_hypotheses",
+    multiple=True,
+    metavar="HYPOTHESIS",
+    help="A hypothesis for the next round, listed under Next hypotheses (once for each).",
+)
+@click.option(
     "--html",
     is_flag=True,
     help="Instead: write one self-contained HTML page of the campaign as it stands (measures nothing).",
@@ -861,6 +868,7 @@ def report(
     force: bool,
     pairs: int | None,
     record_failures: bool,
+    next_hypotheses: tuple[str, ...],
     html: bool,
     output: str | None,
     as_json: bool,
@@ -869,9 +877,9 @@ def report(
     if html:
         from gitcampaign.html_report import write_report
 
-        if force or pairs or record_failures:
+        if force or pairs or record_failures or next_hypotheses:
             raise click.UsageError(
-                "--html writes the page and measures nothing: drop --force, --pairs and --record-failures"
+                "--html writes the page and measures nothing: drop --force, --pairs, --record-failures and --next"
             )
         path = write_report(_repo(ctx), _campaign(ctx), Path(output) if output else None)
         _emit(f"HTML report written: {path}", {"path": str(path)}, as_json)
@@ -886,6 +894,7 @@ def report(
         pairs=pairs,
         record_failures=record_failures,
         progress=progress,
+        next_hypotheses=next_hypotheses,
     )
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"

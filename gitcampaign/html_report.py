@@ -169,22 +169,9 @@ def _profile_section(title: str, anchor: str, doc: dict[str, object]) -> str:
 
 def _profiles(campaign: Campaign, rounds: list[Round], head: str) -> list[str]:
     """The latest profile of each profiled commit of the lineage: baseline, rounds, accepted head."""
-    found = profile.read_all(campaign.repo)
-    base = campaign.baseline_commit()
-    commits: list[tuple[str, str | None, str]] = (
-        [(f"Baseline ({base[:12]})", base, "profile-1")] if base else []
-    )
-    commits += [
-        (f"Round {entry.number} ({entry.commit[:12]})", entry.commit, f"profile-{entry.number}")
-        for entry in rounds
-        if entry.commit
-    ]
-    if head not in {commit for _, commit, _ in commits}:
-        commits.append((f"Accepted head ({head[:12]})", head, "profile-head"))
     return [
-        _profile_section(title, anchor, found[commit][-1])
-        for title, commit, anchor in commits
-        if commit in found
+        _profile_section(title, f"profile-{key}", doc)
+        for title, key, doc in profile.of_lineage(campaign, rounds, head)
     ]
 
 

@@ -250,14 +250,25 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         return call(work)
 
     @server.tool()
-    def report(force: bool = False, record_failures: bool = False) -> CallToolResult:
+    def report(
+        force: bool = False, record_failures: bool = False, next_hypotheses: list[str] | None = None
+    ) -> CallToolResult:
         """REPORT: final full validation against the baseline and REPORT.md on the accepted line.
         Needs a termination condition (target, efficiency, max iterations); force=True is T4 (stop here).
         A failing acceptance suite or a final diff outside the accepted rounds stops it unless
-        record_failures=True, which commits the report with them recorded."""
+        record_failures=True, which commits the report with them recorded. next_hypotheses: what the
+        next rounds would try, listed in the report beside each profiled commit's verdicts."""
         from gitcampaign.commands.report import report as run
 
-        return call(lambda: run(here, name, force=force, record_failures=record_failures).to_json())
+        return call(
+            lambda: run(
+                here,
+                name,
+                force=force,
+                record_failures=record_failures,
+                next_hypotheses=tuple(next_hypotheses or ()),
+            ).to_json()
+        )
 
     @server.tool()
     def analyze(

@@ -14,9 +14,9 @@ holds, one YAML document per analysis appended to the commit's stream, never ove
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git import Repo
 
@@ -24,6 +24,9 @@ from gitcampaign import constants as C
 from gitcampaign import git as g
 from gitcampaign import ncu, roofline, verdict
 from gitcampaign.errors import CampaignError
+
+if TYPE_CHECKING:
+    from gitcampaign.campaign import Campaign, Round
 
 HARNESS_FORMAT = 1  # the harness's --profile file
 KIND = "profile"
@@ -234,6 +237,25 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
     return [
         f"{label}: {entry.get('verdict', '?')}" for label, entry in shapes.items() if isinstance(entry, dict)
     ]
+
+
+def of_lineage(
+    campaign: Campaign, rounds: Sequence[Round], head: str
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(title, key, latest profile) of each profiled commit of the lineage, in its order: the
+    baseline (key "1"), each round's commit (its number), the accepted head where it is none of
+    those ("head")."""
+    found = read_all(campaign.repo)
+    base = campaign.baseline_commit()
+    commits = [(f"Baseline ({base[:12]})", "1", base)] if base else []
+    commits += [
+        (f"Round {entry.number} ({entry.commit[:12]})", str(entry.number), entry.commit)
+        for entry in rounds
+        if entry.commit
+    ]
+    if head not in {commit for _, _, commit in commits}:
+        commits.append((f"Accepted head ({head[:12]})", "head", head))
+    return [(title, key, found[commit][-1]) for title, key, commit in commits if commit in found]
 
 
 def read(repo: Repo, commit: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gitcampaign import constants as C
-from gitcampaign import cost, envinfo, gates, plot, roofline, rules, steps, trust, verdict
+from gitcampaign import cost, envinfo, gates, plot, profile, roofline, rules, steps, trust, verdict
 from gitcampaign import git as g
 from gitcampaign.campaign import (
     Campaign,
@@ -63,9 +63,15 @@ def report(
     pairs: int | None = None,
     record_failures: bool = False,
     progress: Progress | None = None,
+    next_hypotheses: tuple[str, ...] = (),
 ) -> ReportResult:
     progress = progress or Progress.silent()
     check_pairs(pairs)
+    if any(not text.strip() for text in next_hypotheses):
+        raise CampaignError(
+            "--next: a hypothesis is empty",
+            "name what the next round would change and which bound of the profile it moves",
+        )
     with locked(repo_path, campaign_name, clean_for="write the report") as campaign:
         repo = campaign.repo
         manifest = campaign.require_baseline()
@@ -177,6 +183,8 @@ def report(
             count,
             bool(files),
             cost.total(campaign).plus(spent),
+            profile.of_lineage(campaign, rounds, head),
+            next_hypotheses,
         ) + "\n".join(steps.report_section(suite, diff, campaign.name))
         files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = VerdictDoc(
@@ -311,6 +319,18 @@ def _passed_every_gate(docs: list[VerdictDoc]) -> bool:
     )
 
 
+def _profile_lines(profiles: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
+    """A bullet a profiled commit (device, profiler), a sub-bullet a shape with its verdict."""
+    lines = []
+    for title, _, doc in profiles:
+        lines.append(
+            f"- {title}, {markdown_text(doc.get('written', '?'))} on {markdown_text(doc.get('device', '?'))}"
+            f" ({markdown_text(doc.get('profiler', '?'))}):"
+        )
+        lines += [f"  - {markdown_text(line)}" for line in profile.verdicts(doc)] or ["  - no shape profiled"]
+    return lines
+
+
 def _limit_note(ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | None) -> str:
     """The sentence under the shape table: what the share-of-the-limit column holds the figures against."""
     unit = roofline.metric_unit(manifest.primary_metric)
@@ -341,6 +361,8 @@ def _markdown(
     pairs: int,
     plotted: bool,
     spent: DeviceTotal,
+    profiles: list[tuple[str, str, dict[str, Any]]],
+    next_hypotheses: tuple[str, ...],
 ) -> str:
     rounds = [row for row in rows if row.round >= 2]
     accepted = [row for row in rounds if row.status == Status.ACCEPTED]
@@ -455,9 +477,20 @@ def _markdown(
         "",
         *_audit_lines(accepted, docs, manifest.harness_file is not None),
         "",
+        "## Profiles (`git campaign analyze`: the latest of each profiled commit)",
+        "",
+        *(_profile_lines(profiles) or ["- none: no commit of this campaign was profiled"]),
+        "",
         "## Next steps (from the data)",
         "",
         *next_steps,
+        "",
+        "## Next hypotheses",
+        "",
+        *(
+            [f"- {markdown_text(text.strip())}" for text in next_hypotheses]
+            or ["- none named (`git campaign report --next HYPOTHESIS`, once for each)"]
+        ),
         "",
         *([f"![speedup per round and per-shape ratios]({C.REPORT_PLOT_FILE})", ""] if plotted else []),
     ]

@@ -168,6 +168,27 @@ def test_report_html_shows_the_profiles(project: Path, tmp_path: Path) -> None:
     assert "s-large: forward: compute-bound" in page
 
 
+def test_the_report_lists_each_profiled_commit_and_the_next_hypotheses(project: Path) -> None:
+    analyze(project, None, shape="s-large")
+    commit_round(project, "smaller tiles", 50)
+    assert validate(project, None, probe=False).decision == Decision.REJECT
+    analyze(project, None, 2, shape="s-odd")
+    with pytest.raises(CampaignError, match="--next: a hypothesis is empty"):
+        report(project, None, force=True, next_hypotheses=("wider tiles", " "))
+    done = report(
+        project, None, force=True, next_hypotheses=("wider tiles: fewer loads a FLOP", "two stages")
+    )
+    markdown = (project / done.path).read_text()
+    profiles = markdown.split("## Profiles")[1].split("\n## ")[0]
+    assert profiles.count("\n- ") == 2  # the baseline and the rejected round, each with its shapes
+    assert (
+        "- Baseline (" in profiles and "- Round 2 (" in profiles and " on cpu (torch.profiler):" in profiles
+    )
+    assert "  - s-large: forward: compute-bound" in profiles and "  - s-odd: forward:" in profiles
+    hypotheses = markdown.split("## Next hypotheses\n\n")[1].split("\n\n")[0]
+    assert hypotheses == "- wider tiles: fewer loads a FLOP\n- two stages"
+
+
 def test_the_note_travels_and_merges(project: Path, tmp_path: Path) -> None:
     """Export/import carries it byte for byte; two clones profiling the same commit keep both."""
     origin = tmp_path / "origin.git"
@@ -320,3 +341,5 @@ def test_the_report_says_not_measured_on_the_cpu(project: Path) -> None:
     markdown = (project / done.path).read_text()
     assert "Share of the limit: not measured (no ceilings for none (CPU))." in markdown
     assert markdown.count("| not measured") == 4  # one per target shape
+    assert "- none: no commit of this campaign was profiled" in markdown
+    assert "- none named (`git campaign report --next HYPOTHESIS`" in markdown

@@ -33,6 +33,7 @@ CPU_RUNS = (
     "vendor.py",
 )
 GPU_ONLY = (
+    "best_vendor.py",
     "harness_check.py",
     "dev/agreement_dev.py",
     "dev/compile_dev.py",

@@ -1,0 +1,326 @@
+"""Our GEMMs against the vendor's best path, one op family a run, every shape in one process:
+
+    python3 benchmarks/best_vendor.py --op gemm|fp8|grouped [--rounds 3] [--json OUT.json]
+
+Each shape's sides (ours and each vendor path) are timed in turn, in ABBA order round by round
+(A B C, C B A, ...), each a `triton.testing.do_bench` median (L2 cleared before every call); a side's
+figure is the median of its rounds. A speedup is the vendor's ms over ours (> 1: ours is faster). A
+step is forward + `torch.autograd.grad` of both operands; backward = step - forward. Before timing,
+each shape's outputs and gradients are checked against the first vendor's by SNR.
+
+- `gemm`: bf16 `gemm` against `F.linear` (cuBLAS), Llama-3.1-8B qkv, o, gate_up, down at M = 8192.
+- `fp8`: `gemm_fp8`'s whole op (quantisers and GEMMs) at each granularity, its step against cuBLAS
+  bf16's step, and against the best vendor composition a training stack would use: torch's
+  reference quantiser under torch.compile (Inductor) feeding `torch._scaled_mm` (fast accumulation),
+  or cuBLAS block scaling for blockwise (benchmarks/vendor.py). For blockwise also each product
+  kernel alone on pre-quantised operands against cuBLAS block scaling.
+- `grouped`: `grouped_gemm`'s step on Mixtral-8x7B's experts (8, 8192 routed rows) under each
+  routing, against `torch._grouped_mm` and against one dense `F.linear` of the same FLOPs.
+
+The fp8 quantiser against a device copy is benchmarks/dev/quant_dev.py's (GPU time on a CUDA-graph
+ring, and do_bench's). Needs a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path[:0] = [str(ROOT.parent), str(ROOT)]
+
+SNR_FLOOR_DB = {"bf16": 40.0, "fp8": 20.0}  # ours against the vendor: bf16 rounding, fp8 formats
+Call = Callable[[], object]
+
+
+def ms(call: Call) -> float:
+    import triton
+
+    return float(triton.testing.do_bench(call, warmup=25, rep=100))
+
+
+def timed(sides: dict[str, Call], rounds: int) -> dict[str, float]:
+    """Each side's median over `rounds` do_bench medians, the order reversed every round."""
+    names = list(sides)
+    for name in names:
+        sides[name]()  # autotuning and compilation, outside the timing
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else names[::-1]:
+            times[name].append(ms(sides[name]))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def step(linear: Callable[..., Any], *args: Any) -> Call:
+    """Forward and both gradients; the output gradient is drawn once, outside the timing."""
+    import torch
+
+    a, b = args[0], args[1]
+    out = linear(*args)
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(linear(*args), (a, b), grad)
+
+
+def snr(reference: Any, result: Any) -> float:
+    from gitcampaign.harness.checks import snr_db
+
+    return float(snr_db(reference, result))
+
+
+def checked(label: str, ours: Callable[..., Any], vendor: Callable[..., Any], args: tuple, kind: str) -> None:
+    """Stop the run where ours and the vendor compute different things: a speedup of a wrong result
+    is no speedup."""
+    import torch
+
+    a, b = args[0], args[1]
+    results = []
+    for linear in (ours, vendor):
+        out = linear(*args)
+        torch.manual_seed(1)
+        grad = torch.randn_like(out)
+        results.append((out, *torch.autograd.grad(out, (a, b), grad)))
+    values = [snr(ref, got) for ref, got in zip(results[1], results[0], strict=True)]
+    cells = " ".join(f"{name} {value:.1f}" for name, value in zip(("out", "dA", "dB"), values, strict=True))
+    print(f"  {label}: SNR dB against the vendor {cells}", flush=True)
+    if min(values) < SNR_FLOOR_DB[kind]:
+        sys.exit(f"{label}: ours and the vendor disagree (SNR under {SNR_FLOOR_DB[kind]} dB); no timing")
+
+
+def llama_layers() -> list[tuple[str, int, int, int]]:
+    from gitcampaign.shapes import preset
+
+    return [
+        (shape.label.split("-")[2], shape.M, shape.N or 0, shape.K) for shape in preset("llama3.1-8b:mbs=1")
+    ]
+
+
+def operands(m: int, n: int, k: int) -> tuple[Any, Any]:
+    import torch
+
+    torch.manual_seed(m + 3 * n + 7 * k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
+    return a, b
+
+
+def run_gemm(rounds: int) -> list[dict[str, Any]]:
+    import torch.nn.functional as F
+
+    from kernels.gemm import gemm
+
+    rows = []
+    for name, m, n, k in llama_layers():
+        a, b = operands(m, n, k)
+        checked(name, gemm, F.linear, (a, b), "bf16")
+        t = timed(
+            {
+                "ours_fwd": functools.partial(gemm, a, b),
+                "cublas_fwd": functools.partial(F.linear, a, b),
+                "ours_step": step(gemm, a, b),
+                "cublas_step": step(F.linear, a, b),
+            },
+            rounds,
+        )
+        rows.append({"shape": name, "flops": 6 * m * n * k, **t})
+    return rows
+
+
+def run_fp8(rounds: int) -> list[dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+    import vendor
+
+    from kernels import gemm_fp8 as fp8
+
+    # One compiled quantiser per operand layout, kind and format: a few dozen here, not dynamo's 8.
+    torch._dynamo.config.recompile_limit = 256
+    rows = []
+    for granularity in fp8.GRANULARITIES:
+        print(f"-- {granularity}: vendor product {fp8.reference_kind(granularity)}", flush=True)
+
+        def ours(a: Any, b: Any, g: str = granularity) -> Any:
+            return fp8.gemm_fp8(a, b, g)
+
+        def best(a: Any, b: Any, g: str = granularity) -> Any:
+            return vendor.scaled_mm_linear(a, b, g, "inductor")
+
+        for name, m, n, k in llama_layers():
+            a, b = operands(m, n, k)
+            checked(f"{granularity} {name}", ours, best, (a, b), "fp8")
+            t = timed(
+                {
+                    "ours_step": step(ours, a, b),
+                    "best_step": step(best, a, b),
+                    "cublas_bf16_step": step(F.linear, a, b),
+                },
+                rounds,
+            )
+            row = {"granularity": granularity, "shape": name, "flops": 6 * m * n * k, **t}
+            if granularity == "blockwise":
+                row.update(product_kernels(a, b, rounds))
+            rows.append(row)
+    return rows
+
+
+def product_kernels(a: Any, b: Any, rounds: int) -> dict[str, float]:
+    """Blockwise: each GEMM kernel alone on pre-quantised operands (forward, dA, dB) against cuBLAS's
+    block scaling, as the op quantises them."""
+    import torch
+
+    from kernels import gemm_fp8 as fp8
+    from kernels import quant
+
+    e4m3, grad_dtype = fp8.OPERAND_FP8_DTYPE, fp8.GRAD_FP8_DTYPE["blockwise"]
+    a_, b_ = a.detach(), b.detach()
+    grad = torch.randn(a_.shape[0], b_.shape[0], device=a_.device, dtype=a_.dtype)
+    products = {
+        "fwd": (*quant.quantize(a_, "blockwise", e4m3), *quant.quantize(b_, "block128", e4m3), "block128"),
+        "dA": (
+            *quant.quantize(grad, "blockwise", grad_dtype),
+            *quant.quantize(b_.t(), "block128", e4m3),
+            "block128",
+        ),
+        "dB": (
+            *quant.quantize(grad.t(), "blockwise", grad_dtype),
+            *quant.quantize(a_.t(), "blockwise", e4m3),
+            "blockwise",
+        ),
+    }
+    row = {}
+    for product, (x, sx, y, sy, y_kind) in products.items():
+        group_n = quant.BLOCK if y_kind == "block128" else 1
+        t = timed(
+            {
+                "ours": functools.partial(
+                    fp8._matmul_triton, x, sx, y, sy, "blockwise", group_n, torch.bfloat16
+                ),
+                "cublas": functools.partial(
+                    fp8._matmul_torch, x, sx, y, sy, "blockwise", y_kind, torch.bfloat16
+                ),
+            },
+            rounds,
+        )
+        row[f"kernel_{product}_ours"], row[f"kernel_{product}_cublas"] = t["ours"], t["cublas"]
+    return row
+
+
+def run_grouped(rounds: int) -> list[dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+    import vendor
+
+    from gitcampaign.harness.routing import make_group_sizes
+    from gitcampaign.shapes import preset
+    from kernels.grouped_gemm import grouped_gemm
+
+    rows = []
+    for shape in preset("mixtral-8x7b:mbs=1"):
+        m, n, k, groups = shape.M, shape.N or 0, shape.K, shape.B or 1
+        sizes = make_group_sizes(shape.dist, m, groups, generator=torch.Generator().manual_seed(0)).cuda()
+        torch.manual_seed(0)
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = (torch.randn(groups, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
+        w = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
+
+        def ours(x: Any, y: Any, sizes: Any = sizes) -> Any:
+            return grouped_gemm(x, y, sizes)
+
+        def torch_grouped(x: Any, y: Any, sizes: Any = sizes) -> Any:
+            return vendor.grouped_mm(x, y, sizes)
+
+        label = shape.label.removeprefix("mixtral-8x7b-").replace("-mbs1", "")
+        checked(label, ours, torch_grouped, (a, b), "bf16")
+        t = timed(
+            {
+                "ours_step": step(ours, a, b),
+                "grouped_mm_step": step(torch_grouped, a, b),
+                "dense_step": step(F.linear, a, w),
+            },
+            rounds,
+        )
+        rows.append({"shape": label, "flops": 6 * m * n * k, **t})
+    return rows
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(value) for value in values) / len(values))
+
+
+def report(op: str, rows: list[dict[str, Any]]) -> None:
+    """One line a shape: each side's ms, the speedups (vendor / ours), and geomeans at the end."""
+
+    def speed(row: dict[str, Any], vendor: str, ours: str = "ours_step") -> float:
+        return float(row[vendor]) / float(row[ours])
+
+    columns = {
+        "gemm": [("fwd", "cublas_fwd", "ours_fwd"), ("step", "cublas_step", "ours_step")],
+        "fp8": [
+            ("vs cuBLAS bf16", "cublas_bf16_step", "ours_step"),
+            ("vs best fp8", "best_step", "ours_step"),
+        ],
+        "grouped": [
+            ("vs dense", "dense_step", "ours_step"),
+            ("vs _grouped_mm", "grouped_mm_step", "ours_step"),
+        ],
+    }[op]
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_group.setdefault(str(row.get("granularity", op)), []).append(row)
+    for group, group_rows in by_group.items():
+        print(f"\n{group}: ms, and speedup = vendor ms / ours (> 1: ours faster)")
+        for row in group_rows:
+            times = " ".join(
+                f"{key} {value:.3f}" for key, value in row.items() if key.endswith(("_step", "_fwd"))
+            )
+            tflops = float(row["flops"]) / float(row["ours_step"]) / 1e9
+            cells = "  ".join(f"{title} {speed(row, vendor, ours):.3f}" for title, vendor, ours in columns)
+            if op == "gemm":
+                backward = (float(row["cublas_step"]) - float(row["cublas_fwd"])) / (
+                    float(row["ours_step"]) - float(row["ours_fwd"])
+                )
+                cells += f"  bwd {backward:.3f}"
+            kernels = [
+                key.split("_")[1] for key in row if key.startswith("kernel_") and key.endswith("_ours")
+            ]
+            for product in kernels:
+                ours_ms, cublas_ms = (
+                    float(row[f"kernel_{product}_ours"]),
+                    float(row[f"kernel_{product}_cublas"]),
+                )
+                cells += f"  kernel {product} {ours_ms:.3f}/{cublas_ms:.3f}={cublas_ms / ours_ms:.3f}"
+            print(f"  {row['shape']:<22} {times}  ours {tflops:.0f} TFLOP/s step  {cells}")
+        means = "  ".join(
+            f"{title} {geomean([speed(row, vendor, ours) for row in group_rows]):.3f}"
+            for title, vendor, ours in columns
+        )
+        print(f"  geomean: {means}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--op", required=True, choices=("gemm", "fp8", "grouped"))
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="ABBA rounds a shape; each side's median is kept"
+    )
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("best_vendor.py times on a CUDA GPU; none is visible here")
+    rows = {"gemm": run_gemm, "fp8": run_fp8, "grouped": run_grouped}[args.op](args.rounds)
+    report(args.op, rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

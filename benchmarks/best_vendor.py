@@ -1,6 +1,7 @@
 """Our GEMMs against the vendor's best path, one op family a run, every shape in one process:
 
     python3 benchmarks/best_vendor.py --op gemm|fp8|grouped [--rounds 3] [--json OUT.json]
+    python3 benchmarks/best_vendor.py --op gemm|fp8|grouped --smoke   # CPU, tiny: the script runs
 
 Each shape's sides (ours and each vendor path) are timed in turn, in ABBA order round by round
 (A B C, C B A, ...), each a `triton.testing.do_bench` median (L2 cleared before every call); a side's
@@ -18,7 +19,10 @@ each shape's outputs and gradients are checked against the first vendor's by SNR
   routing, against `torch._grouped_mm` and against one dense `F.linear` of the same FLOPs.
 
 The fp8 quantiser against a device copy is benchmarks/dev/quant_dev.py's (GPU time on a CUDA-graph
-ring, and do_bench's). Needs a CUDA GPU.
+ring, and do_bench's). Needs a CUDA GPU, but for `--smoke`: Triton's interpreter on the CPU, two tiny
+shapes, wall-clock times that mean nothing, float32 for the bf16 ops (the interpreter computes bf16
+dots on raw bits), the compiled quantiser through aot_eager (no C++ toolchain), and an fp8
+disagreement printed, not fatal (the interpreter rounds fp8 casts its own way).
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ import argparse
 import functools
 import json
 import math
+import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +48,36 @@ SNR_FLOOR_DB = {"bf16": 40.0, "fp8": 20.0}  # ours against the vendor: bf16 roun
 Call = Callable[[], object]
 
 
+@dataclass(frozen=True)
+class Setting:
+    """Where a run measures: the GPU, or the CPU smoke."""
+
+    smoke: bool = False
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.smoke else "cuda"
+
+    @property
+    def wide(self) -> Any:
+        """The dtype of the bf16 ops' operands (float32 in the interpreter)."""
+        import torch
+
+        return torch.float32 if self.smoke else torch.bfloat16
+
+    @property
+    def compile_backend(self) -> str:
+        return "aot_eager" if self.smoke else "inductor"
+
+
+RUN = Setting()
+
+
 def ms(call: Call) -> float:
+    if RUN.smoke:
+        start = time.perf_counter()
+        call()
+        return (time.perf_counter() - start) * 1e3
     import triton
 
     return float(triton.testing.do_bench(call, warmup=25, rep=100))
@@ -90,23 +127,43 @@ def checked(label: str, ours: Callable[..., Any], vendor: Callable[..., Any], ar
     cells = " ".join(f"{name} {value:.1f}" for name, value in zip(("out", "dA", "dB"), values, strict=True))
     print(f"  {label}: SNR dB against the vendor {cells}", flush=True)
     if min(values) < SNR_FLOOR_DB[kind]:
-        sys.exit(f"{label}: ours and the vendor disagree (SNR under {SNR_FLOOR_DB[kind]} dB); no timing")
+        if not (RUN.smoke and kind == "fp8"):
+            sys.exit(f"{label}: ours and the vendor disagree (SNR under {SNR_FLOOR_DB[kind]} dB); no timing")
+        print(f"  {label}: disagree (the interpreter's fp8 casts); timed all the same, as a smoke")
 
 
 def llama_layers() -> list[tuple[str, int, int, int]]:
     from gitcampaign.shapes import preset
 
+    if RUN.smoke:
+        return [("qkv", 128, 256, 128), ("o", 128, 128, 128)]
     return [
         (shape.label.split("-")[2], shape.M, shape.N or 0, shape.K) for shape in preset("llama3.1-8b:mbs=1")
     ]
 
 
-def operands(m: int, n: int, k: int) -> tuple[Any, Any]:
+def mixtral_experts() -> list[tuple[str, int, int, int, int, str]]:
+    """(label, routed rows, N, K, experts, routing) of Mixtral-8x7B's expert GEMMs."""
+    from gitcampaign.shapes import preset
+
+    if RUN.smoke:
+        return [
+            ("gate_up-uniform", 128, 128, 64, 4, "uniform"),
+            ("down-hot_half", 128, 64, 128, 4, "hot_half"),
+        ]
+    return [
+        (shape.label.removeprefix("mixtral-8x7b-").replace("-mbs1", ""), shape.M, shape.N or 0, shape.K)
+        + (shape.B or 1, str(shape.dist))
+        for shape in preset("mixtral-8x7b:mbs=1")
+    ]
+
+
+def operands(m: int, n: int, k: int, dtype: Any) -> tuple[Any, Any]:
     import torch
 
     torch.manual_seed(m + 3 * n + 7 * k)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
+    a = torch.randn(m, k, device=RUN.device, dtype=dtype, requires_grad=True)
+    b = (torch.randn(n, k, device=RUN.device, dtype=dtype) / math.sqrt(k)).requires_grad_()
     return a, b
 
 
@@ -117,7 +174,7 @@ def run_gemm(rounds: int) -> list[dict[str, Any]]:
 
     rows = []
     for name, m, n, k in llama_layers():
-        a, b = operands(m, n, k)
+        a, b = operands(m, n, k, RUN.wide)
         checked(name, gemm, F.linear, (a, b), "bf16")
         t = timed(
             {
@@ -149,10 +206,10 @@ def run_fp8(rounds: int) -> list[dict[str, Any]]:
             return fp8.gemm_fp8(a, b, g)
 
         def best(a: Any, b: Any, g: str = granularity) -> Any:
-            return vendor.scaled_mm_linear(a, b, g, "inductor")
+            return vendor.scaled_mm_linear(a, b, g, RUN.compile_backend)
 
         for name, m, n, k in llama_layers():
-            a, b = operands(m, n, k)
+            a, b = operands(m, n, k, torch.bfloat16)
             checked(f"{granularity} {name}", ours, best, (a, b), "fp8")
             t = timed(
                 {
@@ -217,17 +274,15 @@ def run_grouped(rounds: int) -> list[dict[str, Any]]:
     import vendor
 
     from gitcampaign.harness.routing import make_group_sizes
-    from gitcampaign.shapes import preset
     from kernels.grouped_gemm import grouped_gemm
 
     rows = []
-    for shape in preset("mixtral-8x7b:mbs=1"):
-        m, n, k, groups = shape.M, shape.N or 0, shape.K, shape.B or 1
-        sizes = make_group_sizes(shape.dist, m, groups, generator=torch.Generator().manual_seed(0)).cuda()
-        torch.manual_seed(0)
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        b = (torch.randn(groups, n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
-        w = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / math.sqrt(k)).requires_grad_()
+    for label, m, n, k, groups, routing in mixtral_experts():
+        sizes = make_group_sizes(routing, m, groups, generator=torch.Generator().manual_seed(0)).to(
+            RUN.device
+        )
+        a, w = operands(m, n, k, RUN.wide)
+        b = (torch.randn(groups, n, k, device=RUN.device, dtype=RUN.wide) / math.sqrt(k)).requires_grad_()
 
         def ours(x: Any, y: Any, sizes: Any = sizes) -> Any:
             return grouped_gemm(x, y, sizes)
@@ -235,7 +290,6 @@ def run_grouped(rounds: int) -> list[dict[str, Any]]:
         def torch_grouped(x: Any, y: Any, sizes: Any = sizes) -> Any:
             return vendor.grouped_mm(x, y, sizes)
 
-        label = shape.label.removeprefix("mixtral-8x7b-").replace("-mbs1", "")
         checked(label, ours, torch_grouped, (a, b), "bf16")
         t = timed(
             {
@@ -303,18 +357,42 @@ def report(op: str, rows: list[dict[str, Any]]) -> None:
         print(f"  geomean: {means}")
 
 
+def header(args: argparse.Namespace) -> None:
+    """The machine, versions, SM clock, date and command, before any figure."""
+    import torch
+    import triton
+
+    if RUN.smoke:
+        where = "CPU (smoke: Triton interpreter, figures mean nothing)"
+    else:
+        try:  # NVML's reading at the start; the run's own clocks move with the load
+            clock = f"; SM clock {torch.cuda.clock_rate()} MHz at start"
+        except Exception:  # noqa: BLE001 - no NVML binding: the clock stays unread
+            clock = ""
+        where = f"{torch.cuda.get_device_name()}{clock}"
+    print(f"best_vendor --op {args.op}: {where}; torch {torch.__version__}, triton {triton.__version__}")
+    print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.rounds} rounds a shape, medians")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
+    global RUN
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--op", required=True, choices=("gemm", "fp8", "grouped"))
     parser.add_argument(
         "--rounds", type=int, default=3, help="ABBA rounds a shape; each side's median is kept"
     )
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, one round (a CI check)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels define their kernels
+        RUN, args.rounds = Setting(smoke=True), 1
     import torch
 
-    if not torch.cuda.is_available():
-        sys.exit("best_vendor.py times on a CUDA GPU; none is visible here")
+    if not args.smoke and not torch.cuda.is_available():
+        sys.exit("best_vendor.py times on a CUDA GPU; none is visible here (--smoke runs on the CPU)")
+    header(args)
     rows = {"gemm": run_gemm, "fp8": run_fp8, "grouped": run_grouped}[args.op](args.rounds)
     report(args.op, rows)
     if args.json:

@@ -1,6 +1,7 @@
-"""benchmarks/train_step.py and benchmarks/host_cost.py run end to end in their --smoke modes (CPU,
-Triton's interpreter, tiny sizes): every size, provider and mode of the training step, every op of
-the host-cost table, eager and compiled, with the report's header (device, versions, date,
+"""benchmarks/train_step.py, benchmarks/host_cost.py and benchmarks/best_vendor.py run end to end in
+their --smoke modes (CPU, Triton's interpreter, tiny sizes): every size, provider and mode of the
+training step, every op of the host-cost table, eager and compiled, every side of each op family
+against the vendor's best path, with the report's header (device, versions, date,
 command). The GPU figures themselves are BENCHMARKS.md's, each with its command."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMBER = r"[0-9][0-9,]*\.?[0-9]*"
 
 
-def _run(script: str) -> str:
-    return _python(str(ROOT / "benchmarks" / script), "--smoke")
+def _run(script: str, *args: str) -> str:
+    return _python(str(ROOT / "benchmarks" / script), *args, "--smoke")
 
 
 def _python(*args: str) -> str:
@@ -38,7 +39,7 @@ def _python(*args: str) -> str:
 def _header_is_complete(report: str, script: str) -> None:
     assert re.search(r"torch \S+, triton \S+", report)
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", report)
-    assert re.search(rf"command: \S*python\S* \S*benchmarks/{script} --smoke", report)
+    assert re.search(rf"command: \S*python\S* \S*benchmarks/{script} .*--smoke", report)
 
 
 def test_train_step_smoke_runs_every_case() -> None:
@@ -84,6 +85,36 @@ def test_host_cost_smoke_runs_every_op() -> None:
     expected = {(op, direction) for op in ops for direction in ("forward", "forward+backward")}
     expected |= {(f"quantize_fp8-{g}", "forward") for g in ("tensorwise", "rowwise", "blockwise")}
     assert set(rows) == expected
+
+
+def test_best_vendor_smoke_times_every_side_of_every_family() -> None:
+    """Each family's sides and speedups, a line a shape, geomeans; blockwise also its kernels alone."""
+    sides = {
+        "gemm": ["ours_fwd", "cublas_fwd", "ours_step", "cublas_step"],
+        "fp8": ["ours_step", "best_step", "cublas_bf16_step"],
+        "grouped": ["ours_step", "grouped_mm_step", "dense_step"],
+    }
+    speedups = {
+        "gemm": ["fwd", "step", "bwd"],
+        "fp8": ["vs cuBLAS bf16", "vs best fp8"],
+        "grouped": ["vs dense", "vs _grouped_mm"],
+    }
+    for op, names in sides.items():
+        report = _run("best_vendor.py", "--op", op)
+        _header_is_complete(report, "best_vendor.py")
+        timed = rf"^  \S+ +{' '.join(rf'{name} {NUMBER}' for name in names)}  ours {NUMBER} TFLOP/s step  "
+        lines = re.findall(timed + ".*$", report, re.MULTILINE)
+        groups = ["tensorwise", "rowwise", "blockwise"] if op == "fp8" else [op]
+        assert len(lines) == 2 * len(groups), report  # two smoke shapes a group
+        for line in lines:
+            for title in speedups[op]:
+                assert re.search(rf"  {re.escape(title)} {NUMBER}", line), (title, line)
+        kernels = [line for line in lines if "kernel fwd" in line]
+        assert len(kernels) == (2 if op == "fp8" else 0)
+        for line in kernels:
+            for product in ("fwd", "dA", "dB"):
+                assert re.search(rf"kernel {product} {NUMBER}/{NUMBER}={NUMBER}", line), (product, line)
+        assert report.count("  geomean: ") == len(groups)
 
 
 VENDOR_UNDER_COMPILE = """

@@ -20,9 +20,10 @@ BENCHMARKS = REPO_ROOT / "benchmarks"
 CHEATS = Path(__file__).parent / "cheats"
 
 # Scripts whose CPU run here is tiny (seconds); `slow` ones take tens of seconds in the interpreter.
-# host_cost.py and train_step.py run their --smoke modes in tests/test_benchmark_scripts.py;
-# vendor.py is their library of the vendor's paths.
+# best_vendor.py, host_cost.py and train_step.py run their --smoke modes in
+# tests/test_benchmark_scripts.py; vendor.py is their library of the vendor's paths.
 CPU_RUNS = (
+    "best_vendor.py",
     "bookkeeping.py",
     "lint_corpus.py",
     "full_bench.py",
@@ -33,7 +34,6 @@ CPU_RUNS = (
     "vendor.py",
 )
 GPU_ONLY = (
-    "best_vendor.py",
     "harness_check.py",
     "dev/agreement_dev.py",
     "dev/compile_dev.py",

@@ -453,6 +453,12 @@ def round_(ctx: click.Context, hypothesis: str, from_ref: str | None, heat: bool
         click.echo(f"its commit {result.picked[:12]} is {from_ref} applied there; next: {validate}")
     else:
         click.echo(f"make ONE change, `git commit` (Hypothesis:/Change: lines), then {validate}")
+    if not result.profiled:
+        click.echo(
+            f"note: {result.base[:12]} has no profile: `git campaign analyze` shows where its time goes"
+            " and what bounds each shape, for the hypothesis to name",
+            err=True,
+        )
 
 
 def _echo_rejected_elsewhere(ctx: click.Context) -> None:

@@ -13,7 +13,7 @@ from git import Repo
 
 from gitcampaign import git as g
 from gitcampaign import heat as heats
-from gitcampaign import rejections
+from gitcampaign import profile, rejections
 from gitcampaign.campaign import Campaign, Round, locked
 from gitcampaign.errors import CampaignError
 from gitcampaign.manifest import Manifest
@@ -65,6 +65,7 @@ class RoundResult:
     picked: str | None = None  # the round's commit, when it came from --from
     heat: list[int] = field(default_factory=list)  # the open heat's rounds, this one included (--heat)
     warnings: list[str] = field(default_factory=list)  # the same idea, already rejected on this head
+    profiled: bool = False  # whether `analyze` profiled the accepted head the round starts from
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,7 +129,8 @@ def open_round(
             + f"): {entry.hypothesis}"
             for entry in rejections.repeats(rejections.rejected_rounds(rounds), hypothesis, base)
         ]
-        return RoundResult(number, branch, base, None if source is None else tip, in_heat, warnings)
+        profiled = bool(profile.read(repo, base))
+        return RoundResult(number, branch, base, None if source is None else tip, in_heat, warnings, profiled)
 
 
 def _unfinished(campaign: Campaign, rounds: list[Round], heat: bool) -> list[Round]:

@@ -26,6 +26,7 @@ from gitcampaign.commands.log import log
 from gitcampaign.commands.pull import pull
 from gitcampaign.commands.push import push
 from gitcampaign.commands.report import report
+from gitcampaign.commands.round import open_round
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
@@ -156,6 +157,19 @@ def test_show_status_log_and_the_cli_read_it(project: Path, capsys: pytest.Captu
     assert main(["-C", str(project), "analyze", "--shape", "s-mid", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert list(data["shapes"]) == ["s-mid"] and data["ceilings"]["source"] == roofline.NOT_MEASURED
+
+
+def test_a_round_on_an_unprofiled_head_says_so(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hypothesis should name the bound a profile showed: `round` says when there is none."""
+    assert main(["-C", str(project), "round", "-m", "guess"]) == 0
+    assert "has no profile: `git campaign analyze`" in capsys.readouterr().err
+    assert main(["-C", str(project), "rollback"]) == 0
+    analyze(project, None, shape="s-large")
+    assert open_round(project, None, "bigger tiles: the profile reads compute-bound").profiled
+    assert main(["-C", str(project), "rollback"]) == 0
+    capsys.readouterr()
+    assert main(["-C", str(project), "round", "-m", "named"]) == 0
+    assert "no profile" not in capsys.readouterr().err
 
 
 def test_report_html_shows_the_profiles(project: Path, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@
 # benchmarks/harness_session.sh measures it with the back-to-back harness, and the A/A floor),
 # training (custom ops, CUDA graphs and compile on the GPU; host cost per call; a training step),
 # analyze (the machine's ceilings, then `git campaign analyze` with Nsight Compute on a bf16 GEMM
-# and a blockwise fp8 GEMM campaign, in a scratch clone).
+# and a blockwise fp8 GEMM campaign, in a scratch clone), vendor-table (our GEMMs against the vendor's
+# best path, one run per op family, and the quantisers against a device copy).
 set -uo pipefail
 stage=$1
 out=${2:-out}
@@ -87,6 +88,17 @@ analyze)
     timeout "${ANALYZE_S:-150}" python3 -m gitcampaign -c "a-$op" analyze --ncu --json > "$out/analyze-$op.json"
     python3 -m gitcampaign -c "a-$op" show 1 2>&1 | tail -30 || true
   done
+  ;;
+vendor-table)
+  versions | tee "$out/versions.txt"
+  for op in ${VENDOR_OPS:-gemm fp8 grouped}; do
+    log "best_vendor $op"
+    timeout "${VENDOR_S:-200}" python3 benchmarks/best_vendor.py --op "$op" --json "$out/best_vendor_$op.json" \
+      2>&1 | tee "$out/best_vendor_$op.txt" | tail -30
+  done
+  log "quantisers against a device copy"
+  timeout 90 python3 benchmarks/dev/quant_dev.py >"$out/quant_dev.txt" 2>&1
+  grep -E "of copy|device copy" "$out/quant_dev.txt"
   ;;
 spec-bench)
   versions

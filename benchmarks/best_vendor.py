@@ -19,8 +19,8 @@ each shape's outputs and gradients are checked against the first vendor's by SNR
   routing, against `torch._grouped_mm` and against one dense `F.linear` of the same FLOPs.
 
 The fp8 quantiser against a device copy is benchmarks/dev/quant_dev.py's (GPU time on a CUDA-graph
-ring, and do_bench's). Needs a CUDA GPU, but for `--smoke`: Triton's interpreter on the CPU, two tiny
-shapes, wall-clock times that mean nothing, float32 for the bf16 ops (the interpreter computes bf16
+ring, and do_bench's); `bash benchmarks/h200_session.sh vendor-table OUT` runs all four. Needs a CUDA
+GPU, except with `--smoke`: Triton's interpreter on the CPU, two tiny shapes, wall-clock times that mean nothing, float32 for the bf16 ops (the interpreter computes bf16
 dots on raw bits), the compiled quantiser through aot_eager (no C++ toolchain), and an fp8
 disagreement printed, not fatal (the interpreter rounds fp8 casts its own way).
 """
@@ -370,7 +370,10 @@ def header(args: argparse.Namespace) -> None:
         except Exception:  # noqa: BLE001 - no NVML binding: the clock stays unread
             clock = ""
         where = f"{torch.cuda.get_device_name()}{clock}"
-    print(f"best_vendor --op {args.op}: {where}; torch {torch.__version__}, triton {triton.__version__}")
+    print(
+        f"best_vendor --op {args.op}: {where}; torch {torch.__version__}, triton {triton.__version__},"
+        f" CUDA {torch.version.cuda}"
+    )
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.rounds} rounds a shape, medians")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
 

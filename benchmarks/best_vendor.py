@@ -230,40 +230,14 @@ def product_kernels(a: Any, b: Any, rounds: int) -> dict[str, float]:
     """Blockwise: each GEMM kernel alone on pre-quantised operands (forward, dA, dB) against cuBLAS's
     block scaling, as the op quantises them."""
     import torch
+    import vendor
 
-    from kernels import gemm_fp8 as fp8
-    from kernels import quant
-
-    e4m3, grad_dtype = fp8.OPERAND_FP8_DTYPE, fp8.GRAD_FP8_DTYPE["blockwise"]
     a_, b_ = a.detach(), b.detach()
     grad = torch.randn(a_.shape[0], b_.shape[0], device=a_.device, dtype=a_.dtype)
-    products = {
-        "fwd": (*quant.quantize(a_, "blockwise", e4m3), *quant.quantize(b_, "block128", e4m3), "block128"),
-        "dA": (
-            *quant.quantize(grad, "blockwise", grad_dtype),
-            *quant.quantize(b_.t(), "block128", e4m3),
-            "block128",
-        ),
-        "dB": (
-            *quant.quantize(grad.t(), "blockwise", grad_dtype),
-            *quant.quantize(a_.t(), "blockwise", e4m3),
-            "blockwise",
-        ),
-    }
+    products = vendor.Products(a_, b_, grad, "blockwise")
     row = {}
-    for product, (x, sx, y, sy, y_kind) in products.items():
-        group_n = quant.BLOCK if y_kind == "block128" else 1
-        t = timed(
-            {
-                "ours": functools.partial(
-                    fp8._matmul_triton, x, sx, y, sy, "blockwise", group_n, torch.bfloat16
-                ),
-                "cublas": functools.partial(
-                    fp8._matmul_torch, x, sx, y, sy, "blockwise", y_kind, torch.bfloat16
-                ),
-            },
-            rounds,
-        )
+    for product in products.items:
+        t = timed({"ours": products.ours(product), "cublas": products.vendor(product)}, rounds)
         row[f"kernel_{product}_ours"], row[f"kernel_{product}_cublas"] = t["ours"], t["cublas"]
     return row
 

@@ -1,5 +1,6 @@
 """The vendor paths the benchmarks hold our kernels against (benchmarks/host_cost.py,
-benchmarks/train_step.py), each the straightforward torch composition of the same computation:
+benchmarks/train_step.py, benchmarks/best_vendor.py), each the straightforward torch composition of
+the same computation:
 
 - bf16 GEMM: `torch.nn.functional.linear` (cuBLAS), torch's own autograd;
 - fp8 GEMM: `ScaledMMLinear`, torch's reference quantiser (kernels.quant's float32 steps in torch,
@@ -12,10 +13,14 @@ benchmarks/train_step.py), each the straightforward torch composition of the sam
   another), as ours are;
 - grouped GEMM: `torch._grouped_mm` (CUTLASS) where it runs (bf16 on sm90), with torch's own
   autograd; elsewhere (the CPU smoke runs) one matmul per group.
+
+`Products` holds the fp8 GEMM's three products on pre-quantised operands, each as our kernel alone
+and as the torch backend's product (benchmarks/best_vendor.py, benchmarks/dev/fp8_dev.py).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +140,40 @@ def _op_backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None,
 
 
 scaled_mm_linear_op.register_autograd(_op_backward, setup_context=_save)
+
+
+class Products:
+    """The three products of one layer and granularity on pre-quantised operands, as the op runs them:
+    forward (a, b), dA (dOut, b.T), dB (dOut.T, a.T), each (x, sx, y, sy, y_kind); `ours` is the GEMM
+    kernel alone, `vendor` the torch backend's product (`gemm_fp8.reference_kind` says which)."""
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor, granularity: str) -> None:
+        x_kind, w_kind = gemm_fp8._X_KIND[granularity], gemm_fp8._W_KIND[granularity]
+        grad_dtype = gemm_fp8.GRAD_FP8_DTYPE[granularity]
+        e4m3 = gemm_fp8.OPERAND_FP8_DTYPE
+        self.granularity = granularity
+        self.items = {
+            "fwd": (*quant.quantize(a, x_kind, e4m3), *quant.quantize(b, w_kind, e4m3), w_kind),
+            "dA": (*quant.quantize(grad, x_kind, grad_dtype), *quant.quantize(b.t(), w_kind, e4m3), w_kind),
+            "dB": (
+                *quant.quantize(grad.t(), x_kind, grad_dtype),
+                *quant.quantize(a.t(), x_kind, e4m3),
+                x_kind,
+            ),
+        }
+
+    def ours(self, product: str) -> Callable[[], Any]:
+        x, sx, y, sy, y_kind = self.items[product]
+        y_group_n = quant.BLOCK if y_kind == "block128" else 1
+        return functools.partial(
+            gemm_fp8._matmul_triton, x, sx, y, sy, self.granularity, y_group_n, torch.bfloat16
+        )
+
+    def vendor(self, product: str) -> Callable[[], Any]:
+        x, sx, y, sy, y_kind = self.items[product]
+        return functools.partial(
+            gemm_fp8._matmul_torch, x, sx, y, sy, self.granularity, y_kind, torch.bfloat16
+        )
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, group_sizes: torch.Tensor) -> torch.Tensor:

@@ -41,12 +41,14 @@ import torch
 import torch.nn.functional as F
 import triton
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+
+from vendor import Products  # noqa: E402
 
 from gitcampaign.harness.checks import snr_db  # noqa: E402
 from gitcampaign.harness.contract import SNR_THRESHOLDS_DB  # noqa: E402
 from gitcampaign.shapes import preset  # noqa: E402
-from kernels import _gluon_fp8, quant  # noqa: E402
+from kernels import _gluon_fp8  # noqa: E402
 from kernels import gemm_fp8 as fp8  # noqa: E402
 
 START = time.perf_counter()
@@ -101,37 +103,6 @@ def _layers() -> list[tuple[str, int, int, int]]:
     return [
         (shape.label.split("-")[2], shape.M, shape.N or 0, shape.K) for shape in preset("llama3.1-8b:mbs=1")
     ]
-
-
-class Products:
-    """The three products of one layer and granularity on pre-quantised operands, as the op runs them:
-    forward (a, b), dA (dOut, b.T), dB (dOut.T, a.T), each (x, sx, y, sy, y_kind)."""
-
-    def __init__(self, a: torch.Tensor, b: torch.Tensor, grad: torch.Tensor, granularity: str) -> None:
-        x_kind, w_kind = fp8._X_KIND[granularity], fp8._W_KIND[granularity]
-        grad_dtype = fp8.GRAD_FP8_DTYPE[granularity]
-        e4m3 = fp8.OPERAND_FP8_DTYPE
-        self.granularity = granularity
-        self.items = {
-            "fwd": (*quant.quantize(a, x_kind, e4m3), *quant.quantize(b, w_kind, e4m3), w_kind),
-            "dA": (*quant.quantize(grad, x_kind, grad_dtype), *quant.quantize(b.t(), w_kind, e4m3), w_kind),
-            "dB": (
-                *quant.quantize(grad.t(), x_kind, grad_dtype),
-                *quant.quantize(a.t(), x_kind, e4m3),
-                x_kind,
-            ),
-        }
-
-    def ours(self, product: str) -> Callable[[], object]:
-        x, sx, y, sy, y_kind = self.items[product]
-        y_group_n = quant.BLOCK if y_kind == "block128" else 1
-        return functools.partial(
-            fp8._matmul_triton, x, sx, y, sy, self.granularity, y_group_n, torch.bfloat16
-        )
-
-    def vendor(self, product: str) -> Callable[[], object]:
-        x, sx, y, sy, y_kind = self.items[product]
-        return functools.partial(fp8._matmul_torch, x, sx, y, sy, self.granularity, y_kind, torch.bfloat16)
 
 
 def _inputs(m: int, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -239,6 +239,19 @@ def verdicts(doc: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def bounds(doc: Mapping[str, Any]) -> dict[str, list[str]]:
+    """What bounds each phase of a profile document ("host" where the host takes longer to issue a
+    call than the GPU to run it, else compute, memory or launch), each with its shapes' labels."""
+    found: dict[str, list[str]] = {}
+    for label, entry in (doc.get("shapes") or {}).items():
+        phases = entry.values() if isinstance(entry, dict) else ()
+        for phase in (p for p in phases if isinstance(p, dict) and p.get("bound")):
+            bound = roofline.HOST if phase.get("host_bound") else str(phase["bound"])
+            if label not in found.setdefault(bound, []):
+                found[bound].append(label)
+    return found
+
+
 def of_lineage(
     campaign: Campaign, rounds: Sequence[Round], head: str
 ) -> list[tuple[str, str, dict[str, Any]]]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -129,8 +130,25 @@ def open_round(
             + f"): {entry.hypothesis}"
             for entry in rejections.repeats(rejections.rejected_rounds(rounds), hypothesis, base)
         ]
-        profiled = bool(profile.read(repo, base))
-        return RoundResult(number, branch, base, None if source is None else tip, in_heat, warnings, profiled)
+        documents = profile.read(repo, base)
+        warnings += _unnamed_bound(hypothesis, base, documents[-1] if documents else {})
+        return RoundResult(
+            number, branch, base, None if source is None else tip, in_heat, warnings, bool(documents)
+        )
+
+
+def _unnamed_bound(hypothesis: str, base: str, document: dict[str, Any]) -> list[str]:
+    """A warning when the base's profile shows bounds and the hypothesis names none of them: a round
+    should say which bound it moves, and how (`git campaign show` has the profile's verdicts)."""
+    found = profile.bounds(document)
+    words = set(re.findall(r"[a-z]+", hypothesis.lower()))
+    if not found or words & set(found):
+        return []
+    shown = "; ".join(f"{bound}: {', '.join(labels)}" for bound, labels in found.items())
+    return [
+        f"the hypothesis names none of the bounds of {base[:12]}'s profile ({shown}):"
+        " say which one the change moves, and how"
+    ]
 
 
 def _unfinished(campaign: Campaign, rounds: list[Round], heat: bool) -> list[Round]:

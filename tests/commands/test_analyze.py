@@ -169,7 +169,25 @@ def test_a_round_on_an_unprofiled_head_says_so(project: Path, capsys: pytest.Cap
     assert main(["-C", str(project), "rollback"]) == 0
     capsys.readouterr()
     assert main(["-C", str(project), "round", "-m", "named"]) == 0
-    assert "no profile" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no profile" not in err
+    assert "names none of the bounds" in err and "(compute: s-large)" in err
+    assert main(["-C", str(project), "rollback"]) == 0
+    assert open_round(project, None, "bigger tiles: less compute a load").warnings == []
+
+
+def test_bounds_lists_each_bound_with_its_shapes() -> None:
+    phase = {"bound": "memory", "host_bound": False}
+    doc = {
+        "shapes": {
+            "a": {"forward": phase, "backward": {"bound": "compute", "host_bound": False}, "verdict": "x"},
+            "b": {"forward": {**phase, "host_bound": True}, "verdict": "y"},
+            "c": {"forward": phase, "backward": phase},
+            "d": "not a record",
+        }
+    }
+    assert profile.bounds(doc) == {"memory": ["a", "c"], "compute": ["a"], "host": ["b"]}
+    assert profile.bounds({}) == {}
 
 
 def test_report_html_shows_the_profiles(project: Path, tmp_path: Path) -> None:

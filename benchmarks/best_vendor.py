@@ -7,7 +7,8 @@ Each shape's sides (ours and each vendor path) are timed in turn, in ABBA order 
 (A B C, C B A, ...), each a `triton.testing.do_bench` median (L2 cleared before every call); a side's
 figure is the median of its rounds. A speedup is the vendor's ms over ours (> 1: ours is faster). A
 step is forward + `torch.autograd.grad` of both operands; backward = step - forward. Before timing,
-each shape's outputs and gradients are checked against the first vendor's by SNR.
+each shape's outputs and gradients are checked against the first vendor's by SNR. The header has
+NVML's SM clock at the start (idle, as a rule), the last line the clocks right after each timed side.
 
 - `gemm`: bf16 `gemm` against `F.linear` (cuBLAS), Llama-3.1-8B qkv, o, gate_up, down at M = 8192.
 - `fp8`: `gemm_fp8`'s whole op (quantisers and GEMMs) at each granularity, its step against cuBLAS
@@ -28,6 +29,7 @@ disagreement printed, not fatal (the interpreter rounds fp8 casts its own way).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -80,7 +82,27 @@ def ms(call: Call) -> float:
         return (time.perf_counter() - start) * 1e3
     import triton
 
-    return float(triton.testing.do_bench(call, warmup=25, rep=100))
+    result = float(triton.testing.do_bench(call, warmup=25, rep=100))
+    sample_clock()
+    return result
+
+
+SM_MHZ: list[int] = []  # NVML's SM clock right after each timed side, while the GPU is still loaded
+
+
+def sample_clock() -> None:
+    import torch
+
+    with contextlib.suppress(Exception):  # no NVML binding: the clock stays unread
+        SM_MHZ.append(int(torch.cuda.clock_rate()))
+
+
+def clock_line() -> str:
+    """The SM clocks the timed sides left the GPU at: the steady clock the figures were taken at."""
+    if not SM_MHZ:
+        return "SM clock while timing: not read (no NVML)"
+    low, middle, high = min(SM_MHZ), statistics.median(SM_MHZ), max(SM_MHZ)
+    return f"SM clock after each of {len(SM_MHZ)} timed sides: {low}-{high} MHz, median {middle:.0f} (NVML)"
 
 
 def timed(sides: dict[str, Call], rounds: int) -> dict[str, float]:
@@ -372,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     header(args)
     rows = {"gemm": run_gemm, "fp8": run_fp8, "grouped": run_grouped}[args.op](args.rounds)
     report(args.op, rows)
+    if not args.smoke:
+        print(clock_line())
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0

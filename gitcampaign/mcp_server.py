@@ -154,7 +154,8 @@ def build_server(repo_path: Path, campaign_name: str | None) -> MCPServer:
         commit applied, its Hypothesis: line as the default hypothesis; then validate. With heat=True
         it opens in the heat, beside other agents' candidates on the same head (validate(heat=True)
         decides them together); `warnings` names rounds that already tried the same idea and failed,
-        and the head's profiled bounds when the hypothesis names none; `profiled` false means the head it starts from has no profile (analyze it)."""
+        and the head's profiled bounds when the hypothesis names none; `profiled` false means the
+        head it starts from has no profile (analyze it)."""
         from gitcampaign.commands.round import open_round as run
 
         def work() -> dict[str, Any]:

@@ -141,8 +141,8 @@ def _unnamed_bound(hypothesis: str, base: str, document: dict[str, Any]) -> list
     """A warning when the base's profile shows bounds and the hypothesis names none of them: a round
     should say which bound it moves, and how (`git campaign show` has the profile's verdicts)."""
     found = profile.bounds(document)
-    words = set(re.findall(r"[a-z]+", hypothesis.lower()))
-    if not found or words & set(found):
+    words = re.findall(r"[a-z]+", hypothesis.lower())
+    if not found or any(word.startswith(bound) for word in words for bound in found):  # "launches"
         return []
     shown = "; ".join(f"{bound}: {', '.join(labels)}" for bound, labels in found.items())
     return [

@@ -26,7 +26,7 @@ from gitcampaign.commands.log import log
 from gitcampaign.commands.pull import pull
 from gitcampaign.commands.push import push
 from gitcampaign.commands.report import report
-from gitcampaign.commands.round import open_round
+from gitcampaign.commands.round import _unnamed_bound, open_round
 from gitcampaign.commands.show import show
 from gitcampaign.commands.status import status
 from gitcampaign.commands.validate import validate
@@ -174,6 +174,11 @@ def test_a_round_on_an_unprofiled_head_says_so(project: Path, capsys: pytest.Cap
     assert "names none of the bounds" in err and "(compute: s-large)" in err
     assert main(["-C", str(project), "rollback"]) == 0
     assert open_round(project, None, "bigger tiles: less compute a load").warnings == []
+    assert main(["-C", str(project), "rollback"]) == 0
+    assert open_round(project, None, "one kernel: fewer launches").warnings == [
+        f"the hypothesis names none of the bounds of {head(project)[:12]}'s profile (compute: s-large):"
+        " say which one the change moves, and how"
+    ]
 
 
 def test_bounds_lists_each_bound_with_its_shapes() -> None:
@@ -188,6 +193,10 @@ def test_bounds_lists_each_bound_with_its_shapes() -> None:
     }
     assert profile.bounds(doc) == {"memory": ["a", "c"], "compute": ["a"], "host": ["b"]}
     assert profile.bounds({}) == {}
+    launch_bound = {"shapes": {"s": {"forward": {"bound": "launch", "host_bound": False}}}}
+    assert _unnamed_bound("one kernel: fewer launches", "0" * 40, launch_bound) == []
+    assert _unnamed_bound("anything", "0" * 40, {}) == []
+    assert "(launch: s)" in _unnamed_bound("bigger tiles", "0" * 40, launch_bound)[0]
 
 
 def test_report_html_shows_the_profiles(project: Path, tmp_path: Path) -> None:

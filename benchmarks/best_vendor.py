@@ -8,7 +8,8 @@ Each shape's sides (ours and each vendor path) are timed in turn, in ABBA order 
 figure is the median of its rounds. A speedup is the vendor's ms over ours (> 1: ours is faster). A
 step is forward + `torch.autograd.grad` of both operands; backward = step - forward. Before timing,
 each shape's outputs and gradients are checked against the first vendor's by SNR. The header has
-NVML's SM clock at the start (idle, as a rule), the last line the clocks right after each timed side.
+NVML's SM clock at the start (idle, as a rule), the last line the clocks each side was timed at
+(the harness's GpuMonitor, sampling while do_bench runs).
 
 - `gemm`: bf16 `gemm` against `F.linear` (cuBLAS), Llama-3.1-8B qkv, o, gate_up, down at M = 8192.
 - `fp8`: `gemm_fp8`'s whole op (quantisers and GEMMs) at each granularity, its step against cuBLAS
@@ -29,7 +30,6 @@ disagreement printed, not fatal (the interpreter rounds fp8 casts its own way).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import math
@@ -82,27 +82,35 @@ def ms(call: Call) -> float:
         return (time.perf_counter() - start) * 1e3
     import triton
 
-    result = float(triton.testing.do_bench(call, warmup=25, rep=100))
-    sample_clock()
+    with monitor().recording() as samples:
+        result = float(triton.testing.do_bench(call, warmup=25, rep=100))
+    if samples:
+        SM_MHZ.append(statistics.median(clock for clock, _, _ in samples))
     return result
 
 
-SM_MHZ: list[int] = []  # NVML's SM clock right after each timed side, while the GPU is still loaded
+SM_MHZ: list[float] = []  # the median SM clock while each side was timed
 
 
-def sample_clock() -> None:
+@functools.cache
+def monitor() -> Any:
+    """The harness's NVML sampler (SM clock, power, temperature); its handle is None without NVML."""
     import torch
 
-    with contextlib.suppress(Exception):  # no NVML binding: the clock stays unread
-        SM_MHZ.append(int(torch.cuda.clock_rate()))
+    from gitcampaign.harness.clock import GpuMonitor
+
+    return GpuMonitor(torch.device("cuda", torch.cuda.current_device()))
 
 
 def clock_line() -> str:
-    """The SM clocks the timed sides left the GPU at: the steady clock the figures were taken at."""
+    """The SM clocks the sides were timed at: the steady clock of the figures."""
     if not SM_MHZ:
-        return "SM clock while timing: not read (no NVML)"
+        return f"SM clock while timing: not read ({monitor().unavailable or 'no samples'})"
     low, middle, high = min(SM_MHZ), statistics.median(SM_MHZ), max(SM_MHZ)
-    return f"SM clock after each of {len(SM_MHZ)} timed sides: {low}-{high} MHz, median {middle:.0f} (NVML)"
+    return (
+        f"SM clock while timing, the median of each of {len(SM_MHZ)} timed sides: {low:.0f}-{high:.0f} MHz,"
+        f" median {middle:.0f} (NVML)"
+    )
 
 
 def timed(sides: dict[str, Call], rounds: int) -> dict[str, float]:
@@ -361,10 +369,8 @@ def header(args: argparse.Namespace) -> None:
     if RUN.smoke:
         where = "CPU (smoke: Triton interpreter, figures mean nothing)"
     else:
-        try:  # NVML's reading at the start; the run's own clocks move with the load
-            clock = f"; SM clock {torch.cuda.clock_rate()} MHz at start"
-        except Exception:  # noqa: BLE001 - no NVML binding: the clock stays unread
-            clock = ""
+        # NVML's reading at the start, the GPU idle as a rule; the last line has the clocks under load.
+        clock = f"; SM clock {monitor().sample()[0]:.0f} MHz at start" if monitor().handle is not None else ""
         where = f"{torch.cuda.get_device_name()}{clock}"
     print(
         f"best_vendor --op {args.op}: {where}; torch {torch.__version__}, triton {triton.__version__},"

@@ -10,7 +10,10 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = r"[0-9][0-9,]*\.?[0-9]*"
@@ -115,6 +118,36 @@ def test_best_vendor_smoke_times_every_side_of_every_family() -> None:
             for product in ("fwd", "dA", "dB"):
                 assert re.search(rf"kernel {product} {NUMBER}/{NUMBER}={NUMBER}", line), (product, line)
         assert report.count("  geomean: ") == len(groups)
+
+
+def test_best_vendor_keeps_the_clock_each_side_was_timed_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the GPU each do_bench runs under the harness's NVML sampler; the last line gives the
+    spread of the sides' median clocks (faked here: no GPU)."""
+    import contextlib
+
+    import triton.testing
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import best_vendor
+
+    clocks = iter([[1400.0, 1500.0, 1480.0], [1755.0], []])
+
+    class Monitor:
+        unavailable = ""
+
+        @contextlib.contextmanager
+        def recording(self) -> Iterator[list[tuple[float, float, float]]]:
+            yield [(clock, 700.0, 60.0) for clock in next(clocks)]
+
+    monkeypatch.setattr(best_vendor, "monitor", Monitor)
+    monkeypatch.setattr(best_vendor, "SM_MHZ", [])
+    monkeypatch.setattr(triton.testing, "do_bench", lambda call, warmup, rep: 0.25)
+    assert best_vendor.clock_line() == "SM clock while timing: not read (no samples)"
+    assert [best_vendor.ms(lambda: None) for _ in range(3)] == [0.25] * 3
+    assert best_vendor.SM_MHZ == [1480.0, 1755.0]  # a side without samples adds no clock
+    assert best_vendor.clock_line() == (
+        "SM clock while timing, the median of each of 2 timed sides: 1480-1755 MHz, median 1618 (NVML)"
+    )
 
 
 VENDOR_UNDER_COMPILE = """

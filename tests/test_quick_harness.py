@@ -738,6 +738,32 @@ def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
     assert phase["kernels"] and phase["calls"] == 3
 
 
+def test_a_backward_profile_holds_the_backward_alone() -> None:
+    """A backward's call is prepared (its forward run) before the profiler starts, so the forward's
+    kernels (here its operator) stay out of the backward's breakdown. They were in it until
+    2026-12-06: a blockwise fp8 backward read 12 launches and 0.44 of the fp8 peak with its
+    forward's 3 launches and time counted in."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gitcampaign.harness.profile import profile_phase
+
+    forwards = []
+
+    def backward_call(inputs: object) -> object:
+        forwards.append(torch._C._autograd._profiler_enabled())
+        torch.ones(8).cumsum(0)  # the forward
+        return lambda: torch.ones(4).sum()
+
+    run = SimpleNamespace(op=SimpleNamespace(info=SimpleNamespace(unit="TFLOPS")), device=torch.device("cpu"))
+    calls = SimpleNamespace(timed_inputs=lambda: None, backward_call=backward_call)
+    phase = profile_phase(run, calls, "backward", 3, 1.0)  # type: ignore[arg-type]
+    names = [kernel["name"] for kernel in phase["kernels"]]
+    assert forwards == [False] * 6
+    assert "aten::sum" in names and not any("cumsum" in name for name in names)
+
+
 def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> None:
     """`--profile`: per shape and phase, the calls on the harness's own inputs under torch.profiler
     (CPU operators here), with the work per call and the host's time to issue one."""

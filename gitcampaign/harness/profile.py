@@ -55,10 +55,13 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     # The profiled calls (their kernels) are also bracketed for Nsight Compute (`--profile-from-start
     # off`), under which the torch profiler may find CUPTI taken: then ncu's report is what counts.
+    # Prepared before the profiler starts: a backward's forward runs when its call is prepared, and
+    # its kernels are not the backward's.
+    ready = prepared()
     events: list[Any] = []
     try:
         with profile(activities=activities) as profiler:
-            issue(prepared(), run.device, bracket=True)
+            issue(ready, run.device, bracket=True)
         events = list(profiler.events())
     except RuntimeError as exc:
         print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)

@@ -523,6 +523,11 @@ class FinalDiff:
     def clean(self) -> bool:
         return not self.foreign
 
+    @property
+    def unchanged(self) -> bool:
+        """Whether the head holds the start's project: no file changed outside the campaign's folder."""
+        return self.clean and not self.files
+
     def statement(self, campaign: str) -> str:
         span = f"`{self.start[:12]}..{self.head[:12]}`"
         if not self.clean:
@@ -581,9 +586,14 @@ def _tree(repo: Repo, commit: str) -> str | None:
     return g.rev(repo, commit, peel="^{tree}")
 
 
-def report_section(suite: Step | None, diff: FinalDiff, campaign: str) -> list[str]:
+def report_section(suite: Step | None, diff: FinalDiff, campaign: str, command: str = "") -> list[str]:
     """REPORT.md's acceptance section: the suite's outcome on the final head, and the final diff."""
-    if suite is None:
+    if suite is None and command and diff.unchanged:
+        outcome = [
+            f"- Acceptance suite `{command}`: not run: the final head changes no file outside "
+            f"`{C.campaign_dir(campaign)}/`, so it would test the start's code, not the campaign's."
+        ]
+    elif suite is None:
         outcome = ["- Acceptance suite: none configured (`git campaign init --acceptance-command`)."]
     elif suite.passed:
         outcome = [

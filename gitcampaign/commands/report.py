@@ -47,7 +47,8 @@ class ReportResult:
     ratio: float
     ci: tuple[float, float]
     termination: list[str]
-    # passed, failed (recorded with --record-failures) or none (no acceptance command)
+    # passed, failed (recorded with --record-failures), none (no acceptance command) or unchanged
+    # (not run: the final head changes nothing outside the campaign's folder)
     acceptance: str = "none"
     clean_diff: bool = True
     warnings: list[str] = field(default_factory=list)
@@ -124,8 +125,14 @@ def report(
         count = pairs or manifest.pairs
         with worktrees(repo, campaign.name, commits, steps.measured_paths(manifest)) as trees:
             built = steps.build_all(repo, manifest, trees, commits, scratch, manifest.harness_timeout_s)
-            suite = steps.acceptance(
-                repo, manifest, head, trees[C.CANDIDATE], scratch, manifest.harness_timeout_s
+            # With nothing accepted the suite would test the start's code, not the campaign's: on
+            # 2026-12-06 a whole-project suite cost a report 6 minutes of a lent GPU for that.
+            suite = (
+                None
+                if diff.unchanged
+                else steps.acceptance(
+                    repo, manifest, head, trees[C.CANDIDATE], scratch, manifest.harness_timeout_s
+                )
             )
             if suite is not None and not suite.passed and not record_failures:
                 raise CampaignError(
@@ -185,7 +192,7 @@ def report(
             cost.total(campaign).plus(spent),
             profile.of_lineage(campaign, rounds, head),
             next_hypotheses,
-        ) + "\n".join(steps.report_section(suite, diff, campaign.name))
+        ) + "\n".join(steps.report_section(suite, diff, campaign.name, manifest.acceptance_command))
         files[f"{folder}/{C.REPORT_FILE}"] = markdown.encode()
         document = VerdictDoc(
             campaign=campaign.name,
@@ -221,10 +228,16 @@ def report(
             stats.ratio if stats else math.nan,
             stats.ci if stats else (math.nan, math.nan),
             reached,
-            "none" if suite is None else "passed" if suite.passed else "failed",
+            _acceptance_outcome(suite, diff, manifest.acceptance_command),
             diff.clean,
             warnings,
         )
+
+
+def _acceptance_outcome(suite: steps.Step | None, diff: steps.FinalDiff, command: str) -> str:
+    if suite is not None:
+        return "passed" if suite.passed else "failed"
+    return "unchanged" if command and diff.unchanged else "none"
 
 
 def _per_shape(

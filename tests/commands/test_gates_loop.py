@@ -104,6 +104,23 @@ def test_report_runs_the_acceptance_suite(tmp_path: Path, monkeypatch: pytest.Mo
     assert doc["final_diff"]["files"] == ["kernel.py"] and head == good
 
 
+def test_report_skips_the_acceptance_suite_when_nothing_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No round accepted: the final head is the start's project, so the suite (here one that fails)
+    would test code the campaign never changed; the report says it did not run, and why."""
+    root = start(tmp_path / "proj", monkeypatch, acceptance_command=FAILING_SUITE, max_iterations=1)
+    commit_round(root, "slower", 80)
+    assert validate(root, None).decision not in ACCEPTED
+    result = report(root, None, force=True)
+    assert (result.acceptance, result.clean_diff) == ("unchanged", True)
+    text = git(root, "show", f"{CampaignRef.main(NAME).branch}:campaigns/{NAME}/REPORT.md")
+    assert f"`{FAILING_SUITE}`: not run: the final head changes no file outside `campaigns/{NAME}/`" in text
+    assert "holds only the accepted rounds' changes: 0 file(s)" in text
+    assert verdict(root, result.commit).get("acceptance") is None
+    assert not list(runs(root, "report").glob("acceptance*"))
+
+
 def test_report_flags_a_change_that_skipped_the_rounds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,7 +41,7 @@ RULES = (
         C.REASON_OVERFIT,
         _GATE,
         "transfer",
-        "the training probe is at most 3% slower (where one pair reads slower, on the median of three) "
+        "the training probe is at most 3% slower (where one pair reads slower, on the fastest of three runs a side) "
         "and its loss stays on the incumbent's",
     ),
     Rule(C.REASON_SHAPE_REGRESSION, _SPEED, "decision", "every measured shape is less than 5% slower"),

@@ -162,20 +162,29 @@ def num_sms(device: torch.device, interpreter_programs: int) -> int:
     return known
 
 
-# Descriptor scratch memory by (device, stream): a kernel writes its descriptors there when it
-# starts and reads them while it runs, and the next kernel on the same stream starts after it ends,
-# so one buffer serves every launch of a stream (a torch.empty per launch cost the host a few us).
-_SCRATCH: dict[tuple[int, int | None], torch.Tensor] = {}
+# Descriptor scratch memory of each device's default stream: a kernel writes its descriptors there
+# when it starts and reads them while it runs, and the next kernel on the stream starts after it
+# ends, so one buffer serves every launch there (a torch.empty per launch cost the host a few us).
+# Any other stream gets a buffer per launch, freed after it: a CUDA graph's capture keeps it in the
+# graph's pool for as long as the graph, and Inductor's warm-up of a graph (mode="reduce-overhead")
+# runs on a stream of its own with every allocation of the thread routed into the graph's pool,
+# where a buffer kept past the call is a live tensor that Inductor refuses ("Detected 1 tensor(s)
+# in the cudagraph pool not tracked as outputs", an H100 on 2026-12-06, where the first launch in
+# the process was that warm-up's).
+_SCRATCH: dict[int, torch.Tensor] = {}
+_DEFAULT_STREAMS: dict[int, int] = {}
 
 
 def _tma_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    if torch.cuda.is_current_stream_capturing():
-        # A CUDA graph keeps its own: allocated in the graph's pool, alive as long as the graph.
+    device = torch.cuda.current_device()
+    default = _DEFAULT_STREAMS.get(device)
+    if default is None:
+        default = _DEFAULT_STREAMS[device] = torch.cuda.default_stream(device).cuda_stream
+    if stream != default or torch.cuda.is_current_stream_capturing():
         return torch.empty(size, device="cuda", dtype=torch.int8)
-    key = (torch.cuda.current_device(), stream)
-    buffer = _SCRATCH.get(key)
+    buffer = _SCRATCH.get(device)
     if buffer is None or buffer.numel() < size:
-        buffer = _SCRATCH[key] = torch.empty(size, device="cuda", dtype=torch.int8)
+        buffer = _SCRATCH[device] = torch.empty(size, device="cuda", dtype=torch.int8)
     return buffer
 
 

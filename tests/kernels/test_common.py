@@ -184,3 +184,32 @@ def test_gpu_fast_launch_gives_tritons_results(monkeypatch: pytest.MonkeyPatch) 
     assert len(got) == len(expected)
     for mine, triton_s in zip(got, expected, strict=True):
         assert torch.equal(mine, triton_s)
+
+
+def test_tma_scratch_is_kept_for_the_default_stream_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One descriptor buffer serves every launch on a device's default stream; a launch elsewhere (a
+    graph's capture, Inductor's warm-up of a graph on its own stream, which routes every allocation
+    into the graph's pool) gets a buffer of its own, kept nowhere. torch.cuda is faked: the CPU has
+    none."""
+    made: list[int] = []
+
+    def empty(size: int, **_: object) -> torch.Tensor:
+        made.append(size)
+        return torch.zeros(size, dtype=torch.int8)
+
+    capturing = [False]
+    monkeypatch.setattr(_common, "_SCRATCH", {})
+    monkeypatch.setattr(_common, "_DEFAULT_STREAMS", {})
+    monkeypatch.setattr(_common.torch, "empty", empty)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "default_stream", lambda device: SimpleNamespace(cuda_stream=0))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    first = _common._tma_scratch(128, 128, 0)
+    assert _common._tma_scratch(64, 128, 0) is first  # the default stream's buffer, kept
+    assert _common._tma_scratch(256, 128, 0) is not first and made == [128, 256]  # grown once
+    kept = _common._SCRATCH[0]
+    side = _common._tma_scratch(64, 128, 7)  # another stream (Inductor's warm-up runs on its own)
+    capturing[0] = True
+    captured = _common._tma_scratch(64, 128, 0)
+    assert side is not kept and captured is not kept and made == [128, 256, 64, 64]
+    assert list(_common._SCRATCH) == [0] and _common._SCRATCH[0] is kept

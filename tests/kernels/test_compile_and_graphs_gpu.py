@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
+from kernels import _common
 from kernels import gemm as gemm_module
 from kernels import gemm_fp8 as fp8_module
 from kernels import grouped_gemm as grouped_module
@@ -138,9 +139,15 @@ def test_inductor_fullgraph_forward_and_backward(name: str, unpinned_fp8: None) 
 
 
 @pytest.mark.parametrize("name", ["gemm", "gemm_fp8-rowwise", "grouped_gemm"])
-def test_inductor_cuda_graphs_on_new_inputs(name: str, unpinned_fp8: None) -> None:
+def test_inductor_cuda_graphs_on_new_inputs(
+    name: str, unpinned_fp8: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """mode="reduce-overhead": Inductor records the compiled step in CUDA graphs after its warm-up
-    runs; later calls with new values (new routing for the grouped GEMM) replay them."""
+    runs; later calls with new values (new routing for the grouped GEMM) replay them. The process's
+    first launches are the warm-up's (no descriptor scratch kept from an earlier test), as in a
+    training script: a buffer kept from there is a live tensor in the graph's pool, which Inductor
+    refuses."""
+    monkeypatch.setattr(_common, "_SCRATCH", {})
     torch._dynamo.reset()
     block, make_inputs = BLOCKS[name]
     compiled = torch.compile(block, mode="reduce-overhead", fullgraph=True)

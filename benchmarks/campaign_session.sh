@@ -28,9 +28,10 @@
 # done so far; `--attach` in the next command, while the machine is still held, waits again. LANE_S
 # (default 520) is each lane's budget in seconds, counted from the start. SESSION_ROOT (default /tmp)
 # holds the session's state and the lanes' clones.
-# After every campaign command a lane runs `git campaign export` of every campaign in its clone, so
-# OUTDIR/laneN.tgz holds, at any time, log/NAME.bundle (for `git campaign import` at home), every
-# command's output and the runs' logs.
+# After every campaign command a lane runs `git campaign export` of each campaign the command named
+# or moved (not those imported from the tree and left alone), so OUTDIR/laneN.tgz holds, at any
+# time, log/NAME.bundle of each (for `git campaign import` at home), every command's output and the
+# runs' logs.
 set -uo pipefail
 root=${SESSION_ROOT:-/tmp}  # where the session's state and the lanes' clones live
 state=$root/campaign-session
@@ -54,18 +55,36 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
   mkdir -p "$dir/tool" && git archive HEAD gitcampaign | tar -x -C "$dir/tool" || return
   printf '%s\n' 'import sys' 'from gitcampaign.cli import main' 'sys.exit(main())' >"$dir/tool/git-campaign.py"
   local step=0
-  keep() {  # every campaign's lineage and log, as they stand now (exported again only where they moved:
-    # with twenty campaigns kept, exporting them all took ~30 s after every step)
-    local m name refs
+  refs_of() {  # a campaign's own refs (branches, pins), as they stand
+    git for-each-ref --format='%(refname) %(objectname)' "refs/heads/campaign/$1/" "refs/campaign/$1/"
+  }
+  campaigns() {
+    git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main' | sed 's|^campaign/||; s|/main$||'
+  }
+  keep() {  # the lineage and log of every campaign whose refs moved since the last look, and of $1
+    # (the step's campaign, whose notes may have moved alone). Not every campaign's after every step:
+    # with twenty imported, that took 20-27 s a step (12-06), the notes refs that all of them share
+    # moving with any one campaign's step.
+    local name
     mkdir -p "$dir/kept"
-    for m in $(git for-each-ref --format='%(refname:lstrip=2)' 'refs/heads/campaign/*/main'); do
-      name=${m#campaign/}
-      name=${name%/main}
-      refs=$(git for-each-ref --format='%(refname) %(objectname)' "refs/heads/campaign/$name/" refs/notes/)
-      [[ -f $dir/log/$name.bundle && $refs == "$(cat "$dir/kept/$name" 2>/dev/null)" ]] && continue
-      python3 "$dir/tool/git-campaign.py" export "$name" "$dir/log/$name.bundle" >/dev/null 2>&1 &&
-        printf '%s' "$refs" >"$dir/kept/$name"
+    for name in $(campaigns); do
+      [[ $name != "${1:-}" && $(refs_of "$name") == "$(cat "$dir/kept/$name" 2>/dev/null)" ]] && continue
+      python3 "$dir/tool/git-campaign.py" export "$name" "$dir/log/$name.bundle" >/dev/null 2>&1
       python3 "$dir/tool/git-campaign.py" -c "$name" log >"$dir/log/$name-log.txt" 2>&1
+      refs_of "$name" >"$dir/kept/$name"
+    done
+  }
+  seen() {  # the campaigns as they stand now count as kept: the imported ones are on main already
+    local name
+    mkdir -p "$dir/kept"
+    for name in $(campaigns); do
+      refs_of "$name" >"$dir/kept/$name"
+    done
+  }
+  step_campaign() {  # the campaign a `git campaign` command names: -c NAME, or init's NAME
+    while (($#)); do
+      [[ $1 == -c || $1 == init ]] && echo "${2:-}" && return
+      shift
     done
   }
   gc() {
@@ -86,7 +105,7 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     local code=$?
     echo "lane$n step $step $(date -u +%T): exit $code" | tee -a "$dir/log/steps.txt"
     tail -3 "$dir/log/$step.out" | sed "s/^/lane$n   /" | tee -a "$dir/log/steps.txt"
-    [[ $1 == import ]] || keep
+    [[ $1 == import ]] || keep "$(step_campaign "$@")"
     return $code
   }
   round_from() {
@@ -123,6 +142,7 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     kept=${f#campaigns/}
     python3 "$dir/tool/git-campaign.py" trust --campaign "${kept%/lineage.bundle}" >>"$dir/log/steps.txt" 2>&1
   done
+  seen
   "lane$n"
   keep
 }

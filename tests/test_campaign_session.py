@@ -187,3 +187,32 @@ def test_lanes_that_share_a_gpu_run_one_after_the_other(tmp_path: Path) -> None:
         assert (first[0], second[0]) == (("0", "0") if gpus == 1 else ("0", "1"))
         after = float(second[1]) >= float(first[2])  # lane 1 began after lane 0's end
         assert after == (gpus == 1), (first, second)
+
+
+def test_a_step_keeps_the_campaigns_it_moved_and_its_own(tmp_path: Path) -> None:
+    """After a step the lane exports (and logs) each campaign whose own refs moved, and the campaign
+    the step named; not the others, whose notes refs it shares."""
+    repo = project(tmp_path)
+    (tmp_path / "plan.sh").write_text(
+        """
+lane0() {
+  git branch campaign/x/main main && git branch campaign/y/main main
+  gc --help                                   # both new: kept
+  rm "$LANE_LOG"/*-log.txt
+  git notes add -m shared main                # a notes ref moves; no campaign's own refs do
+  gc --help
+  ls "$LANE_LOG" | grep -c -- -log.txt >"$LANE_LOG/after-help.txt"
+  gc -c y --help                              # y named: kept again
+  git branch campaign/x/round-2 main          # x moved
+  gc --help
+  ls "$LANE_LOG" | grep -- -log.txt >"$LANE_LOG/after-named.txt"
+}
+"""
+    )
+    root = tmp_path / "machine"
+    root.mkdir()
+    done = run(str(tmp_path / "plan.sh"), str(tmp_path / "out"), root=root, call_s=300, cwd=repo, gpus=1)
+    assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
+    lane0 = members(tmp_path / "out" / "lane0.tgz")
+    assert lane0["log/after-help.txt"] == "0\n"
+    assert lane0["log/after-named.txt"] == "x-log.txt\ny-log.txt\n"

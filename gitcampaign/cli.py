@@ -843,6 +843,10 @@ def analyze(
     _emit(analyze_text(result), result.to_json(), as_json)
 
 
+# The report's acceptance outcome as the terminal says it (--json keeps the word).
+ACCEPTANCE_TEXT = {"unchanged": "not run (the final head changes nothing outside the campaign's folder)"}
+
+
 @cli.command(context_settings=CONTEXT)
 @click.option("--force", is_flag=True, help="T4: stop the campaign here.")
 @click.option("--pairs", default=None, type=click.IntRange(min=1))
@@ -905,7 +909,8 @@ def report(
     text = (
         f"report committed at {result.commit[:12]}: {result.path}\nfinal/baseline {result.ratio:.4f}x\n"
         + "\n".join([*result.termination, *(f"warning: {w}" for w in result.warnings)])
-        + f"\nacceptance suite: {result.acceptance}; final diff only the accepted rounds: {result.clean_diff}"
+        + f"\nacceptance suite: {ACCEPTANCE_TEXT.get(result.acceptance, result.acceptance)};"
+        f" final diff only the accepted rounds: {result.clean_diff}"
     )
     _emit(text, {**result.to_json(), "phase_seconds": progress.phase_seconds}, as_json)
 

@@ -65,6 +65,8 @@ lane0() {
     "compute: a Gluon kernel warp-specialised by hand, two consumer warpgroups in ping-pong so that one's epilogue runs under the other's wgmma, as cuBLAS's sm90 kernels do (Triton's automatic specialisation picked no such tile)" \
     "memory: 2-CTA clusters that multicast the shared operand tile by TMA halve the L2-to-SM bytes a flop on 128x256 tiles"
   start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs
-  # The fused quantiser's bit-exactness on the GPU (the heat's gate runs the fp8 GEMM's tests only).
+  # The fused quantiser's bit-exactness on the GPU (the heat's gate runs the fp8 GEMM's tests only),
+  # and the CUDA-graph tests on main since the TMA scratch fix (12-06), each in a fresh process.
   from_tree quant-both xfer/cand/bw-dualquant-a python3 -m pytest -q -p no:cacheprovider tests/kernels/test_quant.py -k both
+  from_tree graphs xfer/main python3 -m pytest -q -p no:cacheprovider tests/kernels/test_compile_and_graphs_gpu.py
 }

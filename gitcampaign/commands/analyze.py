@@ -122,7 +122,7 @@ def analyze(
         measured.ncu,
         measured.isa,
         str(scratch),
-        measured.warnings,
+        measured.warnings + profile.over_the_ceiling(found),
     )
 
 

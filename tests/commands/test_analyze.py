@@ -199,6 +199,20 @@ def test_bounds_lists_each_bound_with_its_shapes() -> None:
     assert "(launch: s)" in _unnamed_bound("bigger tiles", "0" * 40, launch_bound)[0]
 
 
+def test_a_share_above_the_ceiling_is_flagged() -> None:
+    """A phase placed above its ceiling says the ceiling understates the card (an H100 read 1.22 on
+    12-06); within the profile's noise (<= OVER_CEILING), or with no ceiling, nothing is said."""
+    found = {
+        "qkv": {"forward": {"share_of_limit": 1.22}, "backward": {"share_of_limit": 0.74}, "verdict": "x"},
+        "o": {"forward": {"share_of_limit": 1.01}, "backward": {"share_of_limit": None}, "verdict": "y"},
+    }
+    (warning,) = profile.over_the_ceiling(found)
+    assert warning.startswith("above the measured ceiling (qkv forward 1.22):")
+    assert "best_vendor.py" in warning
+    del found["qkv"]
+    assert profile.over_the_ceiling(found) == []
+
+
 def test_report_html_shows_the_profiles(project: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     analyze(project, None, shape="s-large")

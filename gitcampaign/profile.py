@@ -203,29 +203,17 @@ def findings(
     return found
 
 
-# A share this far above 1 is not the profile's noise: the ceiling is under what the op reached.
-OVER_CEILING = 1.02
-
-
 def over_the_ceiling(found: dict[str, dict[str, Any]]) -> list[str]:
-    """What `findings` placed above its ceiling, as warnings: a share over 1 says the ceiling was
-    measured in another state of the card than the profile (on an H100 on 2026-12-06, cuBLAS at
-    `calibrate --peaks`'s steady clock read 629 TFLOP/s, where our bf16 GEMM's forward reached 1.06-1.22
-    of it under the profiler and cuBLAS itself 672-700 side by side), not that the op beat the
-    hardware."""
-    over = [
-        f"{label} {name} {record['share_of_limit']:.2f}"
-        for label, entry in found.items()
-        for name, record in entry.items()
-        if name != "verdict" and (record.get("share_of_limit") or 0.0) > OVER_CEILING
-    ]
-    if not over:
-        return []
-    return [
-        f"above the measured ceiling ({', '.join(over)}): the ceiling understates this GPU in the state the "
-        "profile ran it, so read these shares against each other, not as distances to the hardware; "
-        "the vendor side by side (benchmarks/best_vendor.py) says how close the op is"
-    ]
+    """`roofline.above_ceiling` for the phases `findings` placed, as analyze's warnings."""
+    caveat = roofline.above_ceiling(
+        {
+            f"{label} {name}": record.get("share_of_limit")
+            for label, entry in found.items()
+            for name, record in entry.items()
+            if name != "verdict"
+        }
+    )
+    return [caveat] if caveat else []
 
 
 def _phase_record(phase: Phase, placement: roofline.Placement) -> dict[str, Any]:

@@ -235,6 +235,30 @@ def metric_share(
     return value * scale / limit.per_second
 
 
+# A share this far above 1 is not a profile's noise: the ceiling is under what the op reached.
+OVER_CEILING = 1.02
+
+
+def above_ceiling(shares: Mapping[str, float | None]) -> str:
+    """The caveat for the shares ({where: share}) read above their ceiling, "" where none is. A share
+    over 1 says the ceiling was measured in another state of the card than the figure (on an H100 on
+    2026-12-06, cuBLAS at `calibrate --peaks`'s steady clock read 629 TFLOP/s, where our bf16 GEMM's
+    forward reached 1.06-1.22 of it under the profiler and cuBLAS itself 672-700 side by side), not
+    that the op beat the hardware."""
+    over = [
+        f"{where} {share:.2f}"
+        for where, share in shares.items()
+        if share is not None and share > OVER_CEILING
+    ]
+    if not over:
+        return ""
+    return (
+        f"above the measured ceiling ({', '.join(over)}): the ceiling understates this GPU in the state the "
+        "figures were taken in, so read these shares against each other, not as distances to the hardware; "
+        "the vendor side by side (benchmarks/best_vendor.py) says how close the op is"
+    )
+
+
 def share_text(share: float | None) -> str:
     return f"{share:.2f}" if share is not None else NOT_MEASURED
 

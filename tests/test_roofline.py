@@ -153,6 +153,21 @@ def test_a_gate_figure_as_a_share_of_its_limit() -> None:
     assert roofline.share_text(None) == "not measured"
 
 
+def test_the_report_says_where_a_share_reads_above_its_ceiling() -> None:
+    """The report's share column gets the caveat analyze warns with: a final figure over 1.02 of the
+    ceiling (an H100's bf16 GEMM at 1.08 of `calibrate --peaks` on 12-06) is not past the hardware."""
+    from types import SimpleNamespace
+
+    from gitcampaign.commands.report import _limit_note
+
+    manifest = SimpleNamespace(primary_metric="Combined Step TFLOPS", target_op="gemm")
+    within = _limit_note(H200_MEASURED, manifest, None, {"qkv": 1.02, "o": None})  # type: ignore[arg-type]
+    above = _limit_note(H200_MEASURED, manifest, None, {"qkv": 1.08, "o": 0.97})  # type: ignore[arg-type]
+    assert within.startswith("Share of the limit: the final figure over the bf16 GEMM peak")
+    assert "above" not in within
+    assert above.startswith(within[:-1]) and " Shares above the measured ceiling (qkv 1.08): " in above
+
+
 def test_float32_flops_have_no_ceiling_and_the_verdict_says_why() -> None:
     """A float32 CUDA-core GEMM held against the bf16 tensor-core peak would read ~0.01 of it: no
     share at all is the true answer, and bytes keep the copy bandwidth whatever the dtype."""

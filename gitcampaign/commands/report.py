@@ -182,7 +182,9 @@ def report(
             stats,
             reached,
             environment,
-            _limit_note(ceilings, manifest, dtype),
+            _limit_note(
+                ceilings, manifest, dtype, {label: v["share_of_limit"] for label, v in per_shape.items()}
+            ),
             head,
             base_commit,
             f"git campaign report{' --force' * force}{' --record-failures' * record_failures}"
@@ -344,14 +346,19 @@ def _profile_lines(profiles: list[tuple[str, str, dict[str, Any]]]) -> list[str]
     return lines
 
 
-def _limit_note(ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | None) -> str:
-    """The sentence under the shape table: what the share-of-the-limit column holds the figures against."""
+def _limit_note(
+    ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | None, shares: dict[str, float | None]
+) -> str:
+    """The sentence under the shape table: what the share-of-the-limit column (`shares`, by shape)
+    holds the figures against, and where a figure reads above it."""
     unit = roofline.metric_unit(manifest.primary_metric)
     limit = ceilings.limit(unit, manifest.target_op, dtype)
     if limit is not None:
+        caveat = roofline.above_ceiling(shares)
         return (
             f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
             f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
+            + (f" Shares {caveat}." if caveat else "")
         )
     if roofline.uncovered(unit, dtype):
         return f"Share of the limit: not measured ({roofline.NO_WIDE_CEILING.format(dtype=dtype)})."

@@ -183,6 +183,7 @@ class Judge:
         workspace: else an error, nothing recorded), then its integrity and static gates: its
         verdict so far, a REJECT until the measurement decides."""
         campaign, manifest, repo = self.campaign, self.manifest, self.campaign.repo
+        self.require_floor_gpu()
         commit = check_one_commit(
             campaign, entry.number, g.rev(repo, campaign.round_branch(entry.number)), incumbent
         )
@@ -230,6 +231,27 @@ class Judge:
             layout=verdict.VALIDATE_LAYOUT,
         )
         return Judgement(entry.number, commit, document)
+
+    def require_floor_gpu(self) -> None:
+        """An error where this machine's GPU is not the one the baseline measured the noise floor
+        on: a gain is held against that floor, and another GPU has its own noise (and its own
+        speeds: the figures of the lineage would mix two machines). Shards on Slurm run elsewhere,
+        so there the check is the user's."""
+        if self.plan.config.kind == ex.SLURM:
+            return
+        baselines, _ = self.campaign.lineage()
+        floor_gpu = baselines[0].gpu if baselines else ""
+        here = str(envinfo.fingerprint().get("gpu", ""))
+        if floor_gpu and here and floor_gpu != here:
+            name = self.campaign.name
+            raise CampaignError(
+                f"campaign {name}'s noise floor was measured on {floor_gpu} (its baseline) and this"
+                f" machine has {here}: a gain measured here would be held against another GPU's noise;"
+                " nothing was measured",
+                f"validate on a machine with {floor_gpu}, or start a campaign of this GPU from the"
+                f" accepted head (`git checkout {self.campaign.main_branch}`, then `git campaign init`"
+                " and `git campaign baseline`)",
+            )
 
     def measure(self, judged: Judgement, commits: dict[str, str]) -> None:
         """Build, test, then measure sessions until the rules decide (the candidate's build or tests

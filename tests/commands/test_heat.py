@@ -9,14 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from gitcampaign import constants as C
+from gitcampaign import envinfo, heat, verdict
 from gitcampaign import git as g
-from gitcampaign import heat, verdict
 from gitcampaign.campaign import Campaign
 from gitcampaign.cli import cli
 from gitcampaign.commands.baseline import baseline
@@ -30,10 +31,10 @@ from gitcampaign.commands.validate import validate, validate_heat
 from gitcampaign.errors import CampaignError
 from gitcampaign.hook_install import install_hooks
 from gitcampaign.refs import CampaignRef
-from gitcampaign.vocabulary import Decision, Status
+from gitcampaign.vocabulary import ACCEPTED, Decision, Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_loop import NAME, options  # noqa: E402
+from test_loop import NAME, commit_round, options  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fake_project import KERNEL, git, make_project, set_kernel  # noqa: E402
@@ -395,3 +396,37 @@ def test_next_run_validates_the_open_heat(project: Path) -> None:
     assert validated.accepted == 3 and opened.number == 4 and opened.heat == []
     shown = CliRunner().invoke(cli, ["-C", str(project), "next"])
     assert "next: edit" in shown.output  # round 4 is open without its change
+
+
+def test_a_round_is_judged_only_on_the_gpu_of_its_noise_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Baseline on one GPU, validate on another: refused before any gate or run, nothing recorded,
+    for a single round and for a heat; on the floor's GPU the same rounds are judged."""
+    real = envinfo.fingerprint
+    machine = {"gpu": "NVIDIA H100 80GB HBM3"}
+    monkeypatch.setattr(envinfo, "fingerprint", lambda timeout_s=120.0: {**real(timeout_s), **machine})
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, options(max_iterations=20))
+    baseline(root, None)
+
+    def refused(judge: Callable[[], object], commit: str) -> None:
+        before = git(root, "for-each-ref").strip()
+        machine["gpu"] = "NVIDIA H200"
+        with pytest.raises(
+            CampaignError, match="measured on NVIDIA H100 80GB HBM3 .* this machine has NVIDIA H200"
+        ) as info:
+            judge()
+        assert "another GPU's noise" in info.value.message
+        assert "validate on a machine with NVIDIA H100 80GB HBM3" in info.value.hint
+        assert git(root, "for-each-ref").strip() == before  # no ref moved, no note written
+        assert not verdict.read(g.open_repo(root), commit)
+        machine["gpu"] = "NVIDIA H100 80GB HBM3"
+
+    single = commit_round(root, "bigger tiles", 130)
+    refused(lambda: validate(root, None), single)
+    assert validate(root, None).decision in ACCEPTED
+    candidate = heat_round(root, "deeper pipeline", 160)
+    refused(lambda: validate_heat(root, None), candidate)
+    assert validate_heat(root, None).accepted == 3

@@ -21,6 +21,11 @@
 #                         bundle, xfer/BRANCH), first on PYTHONPATH: a dev script on a kernel not yet in a round
 #   passed NAME           whether the pytest run by the command NAME passed (a gate before the steps
 #                         that need it: `passed sanity || return`; a hang cut by its timeout did not)
+#   stage NAME            what campaign NAME needs next, as the lane's clone holds it (kept campaigns
+#                         imported): init, baseline, analyze (no profile yet), heat (no round yet),
+#                         validate (rounds open or pending), report, done (its REPORT.md is on its
+#                         main), or "unknown: WHY"; so that a plan run again in a later session goes
+#                         on where the last one stopped
 #   $LANE_LOG             the lane's log folder (comes back in OUTDIR/laneN.tgz): for a command's own files
 # A lane that sets no CUDA_VISIBLE_DEVICES of its own (unset it) can use every GPU (--gpus 0,1).
 # The lanes run detached from the command, so that a plan may outlast the per-command limit of a lent
@@ -132,6 +137,23 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     local summary
     summary=$(grep -E " in [0-9.]+s" "$dir/log/$1.txt" 2>/dev/null | tail -1)
     [[ $summary == *passed* && $summary != *failed* && $summary != *error* ]]
+  }
+  stage() {
+    local status
+    git rev-parse -q --verify "refs/heads/campaign/$1/main" >/dev/null || { echo init; return; }
+    git cat-file -e "campaign/$1/main:campaigns/$1/REPORT.md" 2>/dev/null && { echo done; return; }
+    status=$(python3 "$dir/tool/git-campaign.py" -c "$1" status --json 2>&1)
+    python3 -c '
+import json, sys
+try:
+    status = json.loads(sys.argv[1])
+    rounds = status["rounds"]
+    waiting = rounds["open"] + rounds["pending"] + rounds["empty"]
+    decided = rounds["accepted"] + rounds["rejected"]
+except (ValueError, KeyError, TypeError):
+    sys.exit(print("unknown: git campaign status: " + " ".join(sys.argv[1].split())[-300:]))
+print("baseline" if not status["baseline"] else "validate" if waiting else "report" if decided
+      else "analyze" if not status["profile"] else "heat")' "$status"
   }
   local f kept
   for f in campaigns/*/lineage.bundle; do

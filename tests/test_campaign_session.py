@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "benchmarks" / "campaign_session.sh"
@@ -78,7 +81,7 @@ def project(tmp_path: Path, tool: bool = True) -> Path:
 def members(archive: Path) -> dict[str, str]:
     with tarfile.open(archive) as tar:
         return {
-            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+            m.name: tar.extractfile(m).read().decode(errors="replace")  # type: ignore[union-attr]
             for m in tar.getmembers()
             if m.isfile()
         }
@@ -216,3 +219,59 @@ lane0() {
     lane0 = members(tmp_path / "out" / "lane0.tgz")
     assert lane0["log/after-help.txt"] == "0\n"
     assert lane0["log/after-named.txt"] == "x-log.txt\ny-log.txt\n"
+
+
+STAGES = """
+lane0() {
+  say() { echo "$1 $(stage "$1")" >>"$LANE_LOG/stages.txt"; }
+  say nothing
+  say demo                                     # imported from the tree: baselined, not profiled
+  git branch campaign/other/main main          # a branch without a manifest: its status fails
+  say other
+  gc -c demo round -m "bigger tiles"
+  say demo                                     # a round open
+  sed -i 's/SPEED = 100.0/SPEED = 130.0/' kernel.py
+  git commit -qam $'Hypothesis: bigger tiles\\nChange: speed 130'
+  gc -c demo validate --no-probe
+  say demo
+  gc -c demo report --force
+  say demo
+}
+"""
+
+
+def test_stage_says_what_a_kept_campaign_needs_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan run again in a later session goes on where the last stopped: `stage` reads the lane's
+    clone, the campaigns kept in the tree imported into it."""
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "commands"))
+    from fake_project import git, make_project
+    from test_loop import NAME, options
+
+    from gitcampaign.commands.baseline import baseline
+    from gitcampaign.commands.bundle import export
+    from gitcampaign.commands.init import init
+
+    repo = make_project(tmp_path / "project")
+    shutil.copytree(
+        REPO_ROOT / "gitcampaign", repo / "gitcampaign", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "the tool")
+    monkeypatch.chdir(repo)
+    init(repo, options())
+    baseline(repo, None)
+    git(repo, "checkout", "-q", "main")
+    export(repo, NAME, repo / "campaigns" / NAME / "lineage.bundle")
+    git(repo, "add", "campaigns")
+    git(repo, "commit", "-qm", "the campaign, kept")
+    git(repo, "bundle", "create", "-q", str(tmp_path / "repo.bundle"), "main")
+    (tmp_path / "plan.sh").write_text(STAGES)
+    root = tmp_path / "machine"
+    root.mkdir()
+    done = run(str(tmp_path / "plan.sh"), str(tmp_path / "out"), root=root, call_s=600, cwd=repo, gpus=1)
+    assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
+    lines = members(tmp_path / "out" / "lane0.tgz")["log/stages.txt"].splitlines()
+    assert lines[:2] == ["nothing init", f"{NAME} analyze"]
+    assert lines[2].startswith("other unknown: git campaign status: ")
+    assert lines[3:] == [f"{NAME} validate", f"{NAME} report", f"{NAME} done"], lines

@@ -15,28 +15,45 @@
 # fp8-blockwise-5 (profiled baseline, a heat of the two blockwise candidates, no report) and
 # gemm-bf16-3 (profiled baseline), both with the whole suite as their acceptance command.
 
+# Each step runs only where the campaign still needs it (`stage`), so the plan runs again as it is in
+# the next session: the campaigns the last one kept are imported and go on where they stopped.
 start() {  # start NAME OP SHAPES METRIC: a campaign through its profiled baseline
-  git checkout -q main || return  # each campaign from main, not from the one before it
-  gc init "$1" --op "$2" --shapes "$3" --metric "$4" --target efficiency=0.95 --pairs 2 \
-    --acceptance-command "python -m pytest -q tests/kernels" &&
-    gc -c "$1" prepare --no-hooks || return
+  local stage
+  stage=$(stage "$1")
+  if [[ $stage == init ]]; then
+    git checkout -q main || return # each campaign from main, not from the one before it
+    gc init "$1" --op "$2" --shapes "$3" --metric "$4" --target efficiency=0.95 --pairs 2 \
+      --acceptance-command "python -m pytest -q tests/kernels" || return
+    stage=baseline
+  fi
+  [[ $stage == baseline || $stage == analyze ]] || return 0
+  gc -c "$1" prepare --no-hooks || return
   # The machine's ceilings, once: the first campaign's environment note serves every later one.
   [[ -n ${peaks_done:-} ]] || { gc -c "$1" calibrate --peaks && peaks_done=1; }
-  gc -c "$1" baseline && gc -c "$1" analyze --ncu
+  if [[ $stage == baseline ]]; then
+    gc -c "$1" baseline || return
+  fi
+  gc -c "$1" analyze --ncu
 }
 
 heat() {  # heat NAME BRANCH...: each candidate branch a round of one heat, decided by one validate
-  local name=$1 ref
+  local name=$1 ref stage
   shift
-  for ref in "$@"; do
-    gc -c "$name" round --heat --from "xfer/$ref" || return
-  done
+  stage=$(stage "$name")
+  if [[ $stage == heat ]]; then
+    for ref in "$@"; do
+      gc -c "$name" round --heat --from "xfer/$ref" || return
+    done
+    stage=validate
+  fi
+  [[ $stage == validate ]] || return 0
   gc -c "$name" validate --heat
 }
 
-report() {  # report NAME HYPOTHESIS...: the report (one pair: the heat measured the rounds), its next rounds
+report() { # report NAME HYPOTHESIS...: the report (one pair: the heat measured the rounds), its next rounds
   local name=$1 next=() text
   shift
+  [[ $(stage "$name") == report ]] || return 0
   for text in "$@"; do
     next+=(--next "$text")
   done
@@ -49,7 +66,7 @@ lane0() {
   start fp8-blockwise-6 gemm_fp8_blockwise llama3.1-8b:mbs=1 step &&
     heat fp8-blockwise-6 cand/bw-dualquant cand/bw-dualquant-a
   report fp8-blockwise-6 \
-    "compute: the Gluon GEMM runs at 65-66% SM throughput, 23% occupancy, its warps stalled first at barriers (ncu, fp8-blockwise-5): the consumers wait for each 128-deep product before promoting it; a fourth consumer warpgroup (256x128 tile) keeps three products queued during each promotion" \
+    "compute: the Gluon GEMM runs at 65-66% SM throughput, 23% occupancy, its warps stalled first at barriers (ncu, fp8-blockwise-5): each consumer waits for its whole 64x128x128 product before promoting it; issuing it as two 64x64 wgmma and promoting the first half while the second runs overlaps each consumer's FFMA with its own tensor-core work (a fourth consumer does not fit: 4 x 128 threads x >= 128 registers of accumulator and product exceed the 64K registers a SM)" \
     "memory: dA's operand is b's 128x128 codes transposed by a launch of their own (_transposed, 46-81% of DRAM peak) and the backward makes kb-major scale copies in three torch launches; the forward's block128 quantiser can write the transposed codes and kb-major scales from the tile it holds" \
     "launch: the backward is 12 launches for two products; the quantisers of a.T and dOut.T (one after the dual quantiser) and the scale copies can share one launch of a two-tensor quantiser"
   start grouped-bf16-5 grouped_gemm mixtral-8x7b:mbs=1 step &&
@@ -64,7 +81,12 @@ lane0() {
     "compute: o's 1024 tiles of 128x256 fill 7.76 waves of 132 SMs, so a quarter of the last wave idles; splitting only the last wave's tiles two ways along K (data-parallel before it) fills it" \
     "compute: a Gluon kernel warp-specialised by hand, two consumer warpgroups in ping-pong so that one's epilogue runs under the other's wgmma, as cuBLAS's sm90 kernels do (Triton's automatic specialisation picked no such tile)" \
     "memory: 2-CTA clusters that multicast the shared operand tile by TMA halve the L2-to-SM bytes a flop on 128x256 tiles"
-  start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs
+  start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs &&
+    heat quant-tw-2 cand/quant-amax-tuned
+  report quant-tw-2 \
+    "memory: tensorwise reads x twice (the maxima, then the codes), 5 bytes an element against the 3 of a copy: its bound is 3/5 of a copy unless L2 keeps the input between the passes; a scale from the previous step (delayed scaling, the amax of this step kept for the next) makes it one pass, at the cost of a scale one step old" \
+    "memory: the quantising pass rereads x in reverse so that the amax pass's last tiles are L2 hits; an amax pass that keeps its last ~40 MB with evict_last and the rest with evict_first would leave L2 to exactly the tiles read again" \
+    "launch: two launches and a pass of their own for the maxima; the maxima can come from the producing op's epilogue (the norm or the GEMM before it), leaving one pass and one launch"
   # The fused quantiser's bit-exactness on the GPU (the heat's gate runs the fp8 GEMM's tests only),
   # and the CUDA-graph tests on main since the TMA scratch fix (12-06), each in a fresh process.
   from_tree quant-both xfer/cand/bw-dualquant-a python3 -m pytest -q -p no:cacheprovider tests/kernels/test_quant.py -k both

@@ -142,7 +142,8 @@ lane() {  # lane N GPU: clone, import kept campaigns, run laneN on the GPU, expo
     local status
     git rev-parse -q --verify "refs/heads/campaign/$1/main" >/dev/null || { echo init; return; }
     git cat-file -e "campaign/$1/main:campaigns/$1/REPORT.md" 2>/dev/null && { echo done; return; }
-    status=$(python3 "$dir/tool/git-campaign.py" -c "$1" status --json 2>&1)
+    # stdout only: a warning on stderr (a note of a commit gone, say) says nothing of the stage
+    status=$(python3 "$dir/tool/git-campaign.py" -c "$1" status --json 2>"$dir/log/stage.err")
     python3 -c '
 import json, sys
 try:
@@ -151,9 +152,9 @@ try:
     waiting = rounds["open"] + rounds["pending"] + rounds["empty"]
     decided = rounds["accepted"] + rounds["rejected"]
 except (ValueError, KeyError, TypeError):
-    sys.exit(print("unknown: git campaign status: " + " ".join(sys.argv[1].split())[-300:]))
+    sys.exit(print("unknown: git campaign status: " + " ".join(sys.argv[2].split())[-300:]))
 print("baseline" if not status["baseline"] else "validate" if waiting else "report" if decided
-      else "analyze" if not status["profile"] else "heat")' "$status"
+      else "analyze" if not status["profile"] else "heat")' "$status" "$(cat "$dir/log/stage.err")"
   }
   local f kept
   for f in campaigns/*/lineage.bundle; do

@@ -228,6 +228,8 @@ lane0() {
   say demo                                     # imported from the tree: baselined, not profiled
   git branch campaign/other/main main          # a branch without a manifest: its status fails
   say other
+  git notes --ref refs/notes/campaign/verdict add -m "x" "$(git hash-object -w /dev/null)"
+  say demo                                     # status warns of a note on no commit: the stage stands
   gc -c demo round -m "bigger tiles"
   say demo                                     # a round open
   sed -i 's/SPEED = 100.0/SPEED = 130.0/' kernel.py
@@ -273,5 +275,5 @@ def test_stage_says_what_a_kept_campaign_needs_next(tmp_path: Path, monkeypatch:
     assert done.returncode == 0 and "all lanes done" in done.stdout, done.stderr
     lines = members(tmp_path / "out" / "lane0.tgz")["log/stages.txt"].splitlines()
     assert lines[:2] == ["nothing init", f"{NAME} analyze"]
-    assert lines[2].startswith("other unknown: git campaign status: ")
-    assert lines[3:] == [f"{NAME} validate", f"{NAME} report", f"{NAME} done"], lines
+    assert lines[2].startswith("other unknown: git campaign status: ") and "manifest" in lines[2], lines
+    assert lines[3:] == [f"{NAME} analyze", f"{NAME} validate", f"{NAME} report", f"{NAME} done"], lines

@@ -224,3 +224,32 @@ def test_a_gpu_example_stops_at_once_without_a_gpu(tmp_path: Path, example: str)
     )
     assert done.returncode == 2 and "needs a CUDA build of torch" in done.stdout, done.stdout + done.stderr
     assert not list((tmp_path / "out").iterdir())  # nothing built, nothing measured
+
+
+def test_the_plans_candidates_come_back_as_branches(tmp_path: Path) -> None:
+    """benchmarks/plans/dogfood-3/branches.sh makes each patch's branch in a clone of this repository
+    (one commit with Hypothesis:/Change: lines on the base the patch names, as `round --from` takes
+    it), leaves the checkout alone, and keeps a branch that exists."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    env = {**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"}
+    run = ["bash", str(BENCHMARKS / "plans" / "dogfood-3" / "branches.sh")]
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=clone, capture_output=True, text=True, check=True).stdout
+
+    head = git("rev-parse", "HEAD")
+    made = subprocess.run(run, cwd=clone, env=env, capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    patches = sorted((BENCHMARKS / "plans" / "dogfood-3").glob("*.patch"))
+    assert patches and len(made.stdout.splitlines()) == len(patches)
+    for patch in patches:
+        branch = f"cand/{patch.stem}"
+        base = re.search(r"^base-commit: (\w+)$", patch.read_text(), re.MULTILINE)
+        assert base and git("rev-parse", f"{branch}~1").strip() == base[1]
+        message = git("log", "-1", "--format=%B", branch)
+        assert "\nHypothesis: " in message and "\nChange: " in message, branch
+        assert git("diff", "--stat", f"{branch}~1", branch).strip(), branch
+    assert git("rev-parse", "HEAD") == head and not git("status", "--porcelain")
+    again = subprocess.run(run, cwd=clone, env=env, capture_output=True, text=True, check=True)
+    assert again.stdout.count("kept as it is") == len(patches)

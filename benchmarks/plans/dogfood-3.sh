@@ -1,11 +1,13 @@
 # A plan for benchmarks/campaign_session.sh: the campaigns past the vendor's best path, one an op
 # family, each started on main as the bundle has it and profiled before any hypothesis:
+#   bash benchmarks/plans/dogfood-3/branches.sh   # the candidates (cand/*), from the patches kept there
 #   git bundle create .xfer/repo.bundle --branches
 #   LANE_S=1450 bash benchmarks/campaign_session.sh benchmarks/plans/dogfood-3.sh OUT   # then --attach OUT
 # Per campaign: init, prepare, the machine's ceilings once (`calibrate --peaks`, which analyze places
 # each shape under), baseline (the A/A floor) and `analyze --ncu` (the profile note on the baseline
 # commit: where the time goes, the share of the limit, the bound). Then one heat of the candidate
-# branches (cand/*, each one commit on main whose hypothesis names the bound the profile showed) and
+# branches (cand/*, each one commit on main whose hypothesis names the bound the profile showed; kept
+# as benchmarks/plans/dogfood-3/NAME.patch) and
 # the report with the next three hypotheses. In order of the families' distance from their targets,
 # so that a budget spent early cuts the last ones.
 # The acceptance suite is the kernels' tests: the project's whole suite does not pass in a campaign's

@@ -23,7 +23,7 @@ start() {  # start NAME OP SHAPES METRIC: a campaign through its profiled baseli
   local stage
   stage=$(stage "$1")
   if [[ $stage == init ]]; then
-    git checkout -q main || return # each campaign from main, not from the one before it
+    git checkout -q main || return  # each campaign from main, not from the one before it
     gc init "$1" --op "$2" --shapes "$3" --metric "$4" --target efficiency=0.95 --pairs 2 \
       --acceptance-command "python -m pytest -q tests/kernels" || return
     stage=baseline
@@ -52,7 +52,7 @@ heat() {  # heat NAME BRANCH...: each candidate branch a round of one heat, deci
   gc -c "$name" validate --heat
 }
 
-report() { # report NAME HYPOTHESIS...: the report (one pair: the heat measured the rounds), its next rounds
+report() {  # report NAME HYPOTHESIS...: the report (one pair: the heat measured the rounds), its next rounds
   local name=$1 next=() text
   shift
   [[ $(stage "$name") == report ]] || return 0

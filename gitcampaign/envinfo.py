@@ -16,6 +16,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +111,7 @@ def clock_records(directory: Path) -> dict[str, dict[str, object]]:
     """What the GPU ran at while a measurement's figures were timed, per shape and phase over all
     the harness runs under `directory`: SM clock (least, median, greatest of the windows' medians),
     median power, hottest temperature, and how many windows drifted. Empty without NVML records."""
-    windows: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(directory.rglob(CLOCK_LOG_GLOB)):
-        try:
-            records = json.loads(path.read_text()).get("windows", [])
-        except (OSError, ValueError, AttributeError):
-            continue
-        for record in records:
-            if isinstance(record, dict) and isinstance(record.get("sm_mhz"), dict):
-                windows.setdefault(str(record.get("what")), []).append(record)
+    windows = _windows(sorted(directory.rglob(CLOCK_LOG_GLOB)))
     summary: dict[str, dict[str, object]] = {}
     for what, records in windows.items():
         clocks = sorted(float(r["sm_mhz"]["median"]) for r in records)
@@ -131,6 +124,31 @@ def clock_records(directory: Path) -> dict[str, dict[str, object]]:
             "drifted": sum(1 for r in records if r.get("clock_moved", 0.0) > CLOCK_DRIFT_WARN),
         }
     return summary
+
+
+def shape_clocks(paths: Iterable[Path]) -> dict[str, float]:
+    """{shape label: SM clock} over the clock logs at `paths`: the median of the windows' median
+    clocks, every phase of the shape together (a window's `what` is "LABEL PHASE"). Where a figure
+    of the shape was taken; empty without NVML records."""
+    by_shape: dict[str, list[float]] = {}
+    for what, records in _windows(sorted(paths)).items():
+        label = what.rpartition(" ")[0] or what
+        by_shape.setdefault(label, []).extend(float(r["sm_mhz"]["median"]) for r in records)
+    return {label: statistics.median(clocks) for label, clocks in by_shape.items()}
+
+
+def _windows(paths: Iterable[Path]) -> dict[str, list[dict[str, Any]]]:
+    """The timed windows with an SM clock record in the clock logs at `paths`, by their `what`."""
+    windows: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            records = json.loads(path.read_text()).get("windows", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        for record in records:
+            if isinstance(record, dict) and isinstance(record.get("sm_mhz"), dict):
+                windows.setdefault(str(record.get("what")), []).append(record)
+    return windows
 
 
 CLOCK_DRIFT_WARN = 0.03  # the harness's CLOCK_MOVED_WARN (a test keeps them equal)

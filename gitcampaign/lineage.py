@@ -208,9 +208,10 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
         return None
     ceilings = roofline.ceilings_for(campaign.repo, standing.gpu)
     dtype = roofline.spec_dtype(campaign.repo, campaign.name, campaign.main_branch)
+    clocks = _figures(standing, "sm_mhz")  # where the harness logged the figure's SM clock
     return {
         label: roofline.metric_share(
-            figures[label], manifest.primary_metric, manifest.target_op, ceilings, dtype
+            figures[label], manifest.primary_metric, manifest.target_op, ceilings, dtype, clocks.get(label)
         )
         if label in figures
         else None
@@ -219,7 +220,8 @@ def shape_limits(campaign: Campaign, manifest: Manifest) -> dict[str, float | No
 
 
 def _figures(doc: VerdictDoc, key: str) -> dict[str, float]:
-    """{shape: figure} of a verdict document's `shapes` (`candidate` of a validation, `value` of the baseline)."""
+    """{shape: figure} of a verdict document's `shapes` (`candidate` of a validation, `value` of the
+    baseline, `sm_mhz` of either where the harness logged it)."""
     return {
         label: float(figure)
         for label, entry in (doc.shapes or {}).items()

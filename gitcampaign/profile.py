@@ -51,6 +51,7 @@ class Phase:
     host_ms_per_call: float
     gpu_ms_per_call: float
     kernels: list[Kernel] = field(default_factory=list)
+    sm_mhz: float | None = None  # NVML's median SM clock while the calls ran, where it was read
 
     @property
     def launches_per_call(self) -> float:
@@ -144,6 +145,7 @@ def _phase(raw: object, where: str, bad: Callable[[str], CampaignError]) -> Phas
         if share > 1:
             raise bad(f"{where}: kernel {name} share is {share!r}")
         parsed.append(Kernel(name, launches, number(kernel.get("gpu_ms"), f"kernel {name} gpu_ms"), share))
+    clock = raw.get("sm_mhz")
     return Phase(
         calls,
         str(raw["unit"]),
@@ -151,6 +153,7 @@ def _phase(raw: object, where: str, bad: Callable[[str], CampaignError]) -> Phas
         number(raw.get("host_ms_per_call"), "host_ms_per_call"),
         number(raw.get("gpu_ms_per_call"), "gpu_ms_per_call", positive=True),
         parsed,
+        None if clock is None else number(clock, "sm_mhz", positive=True),
     )
 
 
@@ -170,20 +173,22 @@ def findings(
     profile: HarnessProfile, ceilings: roofline.Ceilings, dtype: str | None = None
 ) -> dict[str, dict[str, Any]]:
     """Per shape: its phases placed under the ceilings (for work in `dtype`, the op spec's dtype on
-    a GPU where known), and the one-line verdict."""
+    a GPU where known; a GEMM peak at the SM clock the phase ran at, where both clocks are known:
+    `roofline.Limit.at_clock`), and the one-line verdict."""
     found = {}
     for label, phases in profile.shapes.items():
         entry: dict[str, Any] = {}
         lines = []
         for name, phase in phases.items():
             launches = phase.launches_per_call
+            limit = ceilings.limit(phase.unit, profile.op, dtype)
             placement = roofline.place(
                 phase.unit,
                 phase.work,
                 phase.gpu_ms_per_call,
                 phase.host_ms_per_call,
                 launches,
-                ceilings.limit(phase.unit, profile.op, dtype),
+                limit.at_clock(phase.sm_mhz) if limit else None,
                 ceilings.launch_floor_us,
                 phase.ncu_throughput(),
             )
@@ -227,6 +232,7 @@ def _phase_record(phase: Phase, placement: roofline.Placement) -> dict[str, Any]
         f"achieved_{phase.unit}s_per_s": placement.achieved_per_s,
         "limit": placement.limit.name if placement.limit else roofline.NOT_MEASURED,
         "limit_per_s": placement.limit.per_second if placement.limit else None,
+        "sm_mhz": phase.sm_mhz,
         "share_of_limit": placement.share,
         "bound": placement.bound,
         "host_bound": placement.host_bound,

@@ -10,7 +10,8 @@ Ceilings come, in this order of trust, from:
 A figure's limit follows its unit: work counted in FLOPs is held against the dense GEMM ceiling of
 its precision (fp8 for an op whose name says fp8, bf16 otherwise; none for an op whose op spec
 computes in float32 or float64, which no measured ceiling covers), work counted in bytes against the
-device copy bandwidth. A shape can sit under another limit than its unit's (a skinny GEMM bound by
+device copy bandwidth; a GEMM peak at the SM clock the figure was taken at, where NVML read both
+(`Limit.at_clock`). A shape can sit under another limit than its unit's (a skinny GEMM bound by
 memory, a small one by launches or the host): `bound` says which, from the host and GPU times per
 call, the launch floor and, with Nsight Compute, the SM and DRAM throughput.
 """
@@ -70,10 +71,24 @@ def uncovered(unit: str, dtype: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Limit:
-    """The ceiling one figure is held against: its name, and the rate in the figure's unit per second."""
+    """The ceiling one figure is held against: its name, the rate in the figure's unit per second,
+    and for a GEMM peak the SM clock it was measured at (NVML's median), where known."""
 
     name: str
     per_second: float
+    sm_mhz: float | None = None
+
+    def at_clock(self, sm_mhz: float | None) -> Limit:
+        """This ceiling at the SM clock a figure was taken at. Tensor-core throughput is clock times
+        work a clock, so a GEMM peak measured at one clock is that peak scaled to another: a figure
+        held against it then reads its distance to the hardware in the same state of the card, not
+        the gap between two clocks (under one power limit the 8192³ GEMM of `calibrate --peaks` ran
+        at 1335 MHz on an H100 on 2026-12-06, where the profiled GEMMs ran faster and read 1.06-1.22
+        of it). Itself where either clock is unknown, and for the copy, whose HBM clock the SM
+        clock does not move."""
+        if not (self.sm_mhz and sm_mhz) or self.sm_mhz == sm_mhz:
+            return self
+        return Limit(f"{self.name} at {sm_mhz:.0f} MHz", self.per_second * sm_mhz / self.sm_mhz, sm_mhz)
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,8 @@ class Ceilings:
     copy_gbs: float | None = None
     launch_floor_us: float | None = None  # GPU time per empty kernel launched back to back
     measured: str = ""  # when `calibrate --peaks` measured them, and on which commit's note
+    bf16_sm_mhz: float | None = None  # the SM clock each GEMM peak was measured at (NVML's median)
+    fp8_sm_mhz: float | None = None
 
     def limit(self, unit: str, op: str, dtype: str | None = None) -> Limit | None:
         """The ceiling of work counted in `unit`, for the op named `op` computing in `dtype` (its op
@@ -94,8 +111,8 @@ class Ceilings:
         if uncovered(unit, dtype):
             return None
         fp8 = "fp8" in op.lower()
-        tflops = self.fp8_tflops if fp8 else self.bf16_tflops
-        return Limit(f"{'fp8' if fp8 else 'bf16'} GEMM peak", tflops * 1e12) if tflops else None
+        tflops, mhz = (self.fp8_tflops, self.fp8_sm_mhz) if fp8 else (self.bf16_tflops, self.bf16_sm_mhz)
+        return Limit(f"{'fp8' if fp8 else 'bf16'} GEMM peak", tflops * 1e12, mhz) if tflops else None
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value not in (None, "")}
@@ -132,6 +149,12 @@ def ceilings_for(repo: Repo, device: str) -> Ceilings:
     if mine:
         commit, doc = mine[-1]
         values = doc["ceilings"]
+        figures = doc.get("figures")
+
+        def clock(name: str) -> float | None:
+            figure = figures.get(name) if isinstance(figures, dict) else None
+            return _number(figure.get("sm_mhz")) if isinstance(figure, dict) else None
+
         return Ceilings(
             MEASURED,
             device,
@@ -140,6 +163,8 @@ def ceilings_for(repo: Repo, device: str) -> Ceilings:
             _number(values.get("copy_gbs")),
             _number(values.get("launch_floor_us")),
             f"{doc.get('written', '?')} (environment note of {commit[:12]})",
+            clock("bf16_gemm"),
+            clock("fp8_gemm"),
         )
     return datasheet(device) or Ceilings(NOT_MEASURED, device)
 
@@ -225,14 +250,21 @@ def metric_unit(metric: str) -> str:
 
 
 def metric_share(
-    value: float, metric: str, op: str, ceilings: Ceilings, dtype: str | None = None
+    value: float,
+    metric: str,
+    op: str,
+    ceilings: Ceilings,
+    dtype: str | None = None,
+    sm_mhz: float | None = None,
 ) -> float | None:
-    """A harness figure (TFLOPS or GB/s of `metric`) as a share of its limit; None where there is none."""
+    """A harness figure (TFLOPS or GB/s of `metric`) as a share of its limit, a GEMM peak taken at
+    the SM clock the figure was measured at where it is known (`Limit.at_clock`); None where there
+    is no limit."""
     limit = ceilings.limit(metric_unit(metric), op, dtype)
     if limit is None or not math.isfinite(value):
         return None
     scale = 1e9 if metric_unit(metric) == BYTE else 1e12
-    return value * scale / limit.per_second
+    return value * scale / limit.at_clock(sm_mhz).per_second
 
 
 # A share this far above 1 is not a profile's noise: the ceiling is under what the op reached.

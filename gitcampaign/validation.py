@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from gitcampaign.campaign import Campaign, Round, check_one_commit
 from gitcampaign.cost import DeviceClock
 from gitcampaign.decision import PairedStats, PairSample, decide, paired_stats
 from gitcampaign.errors import CampaignError
+from gitcampaign.harness.contract import CLOCK_LOG_SUFFIX
 from gitcampaign.kept_sessions import KeptSessions
 from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import HarnessJob, PairResult, run_dir, samples, worktrees
@@ -325,7 +327,9 @@ class Judge:
                 f"sessions 1-{resumed} were measured by an earlier, interrupted validate ({kept_when})"
             )
         doc.ratio, doc.ci = _finite(stats.ratio), [_finite(bound) for bound in stats.ci]
-        doc.shapes = shape_figures(stats, all_samples, labels)
+        # The candidate side's clock, from the harness's logs of this validate's sessions.
+        clocks = envinfo.shape_clocks(scratch.glob(f"s*/**/*-{C.CANDIDATE}{CLOCK_LOG_SUFFIX}"))
+        doc.shapes = shape_figures(stats, all_samples, labels, clocks)
         doc.sessions, doc.pairs = session, len(all_samples)
         doc.aggregate = sides_aggregate(first, metric, labels)
         doc.samples = sample_records(all_samples)
@@ -400,14 +404,18 @@ def reject(doc: VerdictDoc, rejection: gates.Rejection) -> None:
     doc.decision, doc.reasons, doc.notes = Decision.REJECT, [rejection.reason], rejection.notes
 
 
-def shape_figures(stats: PairedStats, found: list[PairSample], labels: list[str]) -> dict[str, ShapeFigures]:
-    """The verdict's `shapes`: each shape's paired ratio and both sides' medians."""
+def shape_figures(
+    stats: PairedStats, found: list[PairSample], labels: list[str], clocks: Mapping[str, float] | None = None
+) -> dict[str, ShapeFigures]:
+    """The verdict's `shapes`: each shape's paired ratio and both sides' medians, and the
+    candidate's SM clock where the harness logged one (`clocks`, by shape)."""
     return {
         label: ShapeFigures(
             check=C.CHECK_PASS,
             ratio=round(stats.shape_ratios[label], 6),
             candidate=statistics.median(s.candidate[label] for s in found),
             incumbent=statistics.median(s.incumbent[label] for s in found),
+            sm_mhz=(clocks or {}).get(label),
         )
         for label in labels
     }

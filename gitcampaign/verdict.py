@@ -209,6 +209,7 @@ class ShapeFigures(Record):
     incumbent: float | None = None
     value: float | None = None
     share_of_limit: float | None = None
+    sm_mhz: float | None = None  # the measured side's median SM clock (NVML), where recorded
 
     FIELDS: ClassVar[dict[str, FieldType]] = {
         "check": TEXT,
@@ -221,6 +222,7 @@ class ShapeFigures(Record):
         "incumbent": NUMBER,
         "value": NUMBER,
         "share_of_limit": NUMBER,
+        "sm_mhz": NUMBER,
     }
 
     @property

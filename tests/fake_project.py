@@ -39,11 +39,13 @@ if mode == "crash":
 if mode == "hang":
     time.sleep(600)
 noise = float(os.environ.get("BENCH_NOISE", "0"))
+sm_mhz = float(os.environ.get("BENCH_SM_MHZ", "0")) or None  # the GPU's SM clock, as NVML would read it
 shapes = yaml.safe_load(Path(args.shapes_file).read_text())
 if getattr(args, "profile", None):  # docs/analyze.md: the harness's --profile file, on the "CPU"
     calls = args.profile_calls
     def phase(work, ms, kernels):
         return {"calls": calls, "unit": "flop", "work": work, "host_ms_per_call": 0.002, "gpu_ms_per_call": ms,
+                "sm_mhz": sm_mhz,
                 "kernels": [{"name": name, "launches": calls, "gpu_ms": ms * share * calls, "share": share}
                             for name, share in kernels]}
     profiled = []
@@ -75,6 +77,10 @@ if mode == "partial":
 if mode == "drift":
     text = text.replace("Check", "check", 1)
 Path(args.summary_csv).write_text(text)
+if sm_mhz:  # the harness's clock log beside the CSV: one window a shape and phase
+    windows = [{"what": f"{shape['label']} {phase}", "sm_mhz": {"median": sm_mhz}}
+               for shape in shapes for phase in ("forward", "backward")]
+    Path(args.summary_csv).with_suffix(".clocks.json").write_text(json.dumps({"gpu": "fake", "windows": windows}))
 sys.exit(0 if kernel.CORRECT else 1)
 """.replace("HEADER", GEMM_HEADER)
 PROFILING_ARGUMENTS = """parser.add_argument("--profile")

@@ -8,6 +8,7 @@ whose gemm misbehaves in a way chosen by the shape's K, so one run exercises eve
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -727,15 +728,26 @@ def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
             time.sleep(0.02)
         torch.ones(4).sum()
 
+    class Monitor:  # as GpuMonitor: samples (MHz, W, C) while the block runs, and one at its end
+        @contextlib.contextmanager
+        def recording(self) -> Iterator[list[tuple[float, float, float]]]:
+            samples = [(1480.0, 690.0, 60.0)]
+            yield samples
+            recorded.append(list(profiled))
+            samples += [(1500.0, 700.0, 61.0), (1520.0, 700.0, 61.0)]
+
+    recorded: list[list[bool]] = []
     run = SimpleNamespace(
         op=SimpleNamespace(provider=lambda inputs: call, info=SimpleNamespace(unit="TFLOPS")),
         device=torch.device("cpu"),
+        clock=SimpleNamespace(monitor=Monitor()),
     )
     calls = SimpleNamespace(timed_inputs=lambda: None)
     phase = profile_phase(run, calls, "forward", 3, 1.0)  # type: ignore[arg-type]
     assert profiled == [False] * 3 + [True] * 3
     assert phase["host_ms_per_call"] < 10
     assert phase["kernels"] and phase["calls"] == 3
+    assert recorded == [[False] * 3] and phase["sm_mhz"] == 1500.0  # the unprofiled calls' clock
 
 
 def test_a_backward_profile_holds_the_backward_alone() -> None:
@@ -756,11 +768,15 @@ def test_a_backward_profile_holds_the_backward_alone() -> None:
         torch.ones(8).cumsum(0)  # the forward
         return lambda: torch.ones(4).sum()
 
-    run = SimpleNamespace(op=SimpleNamespace(info=SimpleNamespace(unit="TFLOPS")), device=torch.device("cpu"))
+    run = SimpleNamespace(
+        op=SimpleNamespace(info=SimpleNamespace(unit="TFLOPS")),
+        device=torch.device("cpu"),
+        clock=SimpleNamespace(),  # the CPU's clock: no NVML monitor
+    )
     calls = SimpleNamespace(timed_inputs=lambda: None, backward_call=backward_call)
     phase = profile_phase(run, calls, "backward", 3, 1.0)  # type: ignore[arg-type]
     names = [kernel["name"] for kernel in phase["kernels"]]
-    assert forwards == [False] * 6
+    assert forwards == [False] * 6 and phase["sm_mhz"] is None  # no clock read on the CPU
     assert "aten::sum" in names and not any("cumsum" in name for name in names)
 
 

@@ -84,6 +84,29 @@ def test_ncu_decides_compute_or_memory_for_a_gemm() -> None:
     assert profile.findings(fp8, H200_MEASURED)["q"]["forward"]["limit"] == "fp8 GEMM peak"
 
 
+def test_a_gemm_peak_is_held_at_the_sm_clock_the_phase_ran_at() -> None:
+    # The 12-06 H100 case: cuBLAS's 8192^3 at 629 TFLOP/s at 1335 MHz (calibrate --peaks); a GEMM
+    # phase of 2*8192*4096*4096 FLOPs in 0.4 ms = 687.2 TFLOP/s, 1.09 of 629, ran at 1500 MHz, where
+    # the same tensor cores do 629 * 1500 / 1335 = 706.7: 0.972 of that.
+    h100 = roofline.Ceilings(
+        roofline.MEASURED, "NVIDIA H100 80GB HBM3", 629.0, 1273.0, 3015.0, 4.7, "", 1335.0
+    )
+    work = 2.0 * 8192 * 4096 * 4096
+    data = harness_file(unit="flop", work=work, gpu_ms_per_call=0.4, host_ms_per_call=0.01, sm_mhz=1500.0)
+    data["op"] = "gemm"
+    found = verdict_of(data, h100)
+    assert found["forward"]["limit"] == "bf16 GEMM peak at 1500 MHz"
+    assert found["forward"]["limit_per_s"] == pytest.approx(629e12 * 1500 / 1335)
+    assert found["forward"]["share_of_limit"] == pytest.approx(work / 0.4e-3 / (629e12 * 1500 / 1335))
+    assert found["forward"]["sm_mhz"] == 1500.0
+    assert "compute-bound at 0.97 of bf16 GEMM peak at 1500 MHz" in found["verdict"]
+    # no clock on either side: the peak as measured; the copy is not the SM clock's
+    assert verdict_of(data, H200_MEASURED)["forward"]["limit"] == "bf16 GEMM peak"
+    del data["shapes"][0]["phases"]["forward"]["sm_mhz"]
+    assert verdict_of(data, h100)["forward"]["share_of_limit"] == pytest.approx(work / 0.4e-3 / 629e12)
+    assert verdict_of(harness_file(sm_mhz=1500.0), h100)["forward"]["limit"] == "copy"
+
+
 def test_without_ceilings_the_share_says_why() -> None:
     found = verdict_of(harness_file(), roofline.Ceilings(roofline.NOT_MEASURED, "NVIDIA X1"))
     assert found["forward"]["share_of_limit"] is None
@@ -102,6 +125,7 @@ def test_without_ceilings_the_share_says_why() -> None:
         (lambda d: d["shapes"][0]["phases"].update(sideways={}), "phases must be forward"),
         (lambda d: d["shapes"][0]["phases"]["forward"]["kernels"][0].update(share=1.5), "share is 1.5"),
         (lambda d: d.update(shapes=[]), "shapes is not a non-empty list"),
+        (lambda d: d["shapes"][0]["phases"]["forward"].update(sm_mhz=0), "sm_mhz is 0"),
     ],
 )
 def test_a_malformed_profile_names_the_field(change: Any, field: str) -> None:

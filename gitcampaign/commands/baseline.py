@@ -15,6 +15,7 @@ from gitcampaign.campaign import Campaign, locked
 from gitcampaign.cost import DeviceClock
 from gitcampaign.decision import PairSample, noise_floor
 from gitcampaign.errors import CampaignError
+from gitcampaign.harness.contract import CLOCK_LOG_SUFFIX
 from gitcampaign.manifest import Manifest, NoiseFloor, check_pairs, sha256_bytes
 from gitcampaign.measure import (
     HarnessJob,
@@ -177,6 +178,8 @@ def baseline(
             prepared,
             devices,
             clock.seconds(),
+            # The SM clock of the full validation's figures, from the harness's logs of that run.
+            envinfo.shape_clocks(scratch.glob(f"**/full{CLOCK_LOG_SUFFIX}")),
         )
 
 
@@ -192,6 +195,7 @@ def _record(
     prepared: steps.Readiness,
     devices: dict[str, dict[str, dict[str, str]]] | None = None,
     device_seconds: float | None = None,
+    clocks: dict[str, float] | None = None,
 ) -> BaselineResult:
     repo = campaign.repo
     manifest.csv_header = full.header
@@ -220,7 +224,11 @@ def _record(
         noise_floor={"aggregate": noise.aggregate, "shapes": noise.shapes},
         aa_samples=[{"a": s.incumbent, "b": s.candidate} for s in aa_samples],
         shapes={
-            row.label: ShapeFigures(check=row.check, value=row.metric(manifest.primary_metric))
+            row.label: ShapeFigures(
+                check=row.check,
+                value=row.metric(manifest.primary_metric),
+                sm_mhz=(clocks or {}).get(row.label),
+            )
             for row in full.rows
         },
         devices=devices or None,

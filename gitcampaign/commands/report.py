@@ -25,6 +25,7 @@ from gitcampaign.campaign import (
 from gitcampaign.cost import DeviceClock, DeviceTotal
 from gitcampaign.decision import PairedStats, paired_stats
 from gitcampaign.errors import CampaignError
+from gitcampaign.harness.contract import CLOCK_LOG_SUFFIX
 from gitcampaign.lineage import LineageRow, log_table, one_line, rows_of, shape_limits, termination
 from gitcampaign.manifest import Manifest, check_pairs
 from gitcampaign.measure import (
@@ -161,9 +162,17 @@ def report(
         environment = envinfo.fingerprint()
         ceilings = roofline.ceilings_for(repo, str(environment.get("gpu", "")))
         dtype = roofline.spec_dtype(repo, campaign.name, head)
-        for entry in per_shape.values():
+        # The final head's SM clock per shape, from the harness's logs of the final validation.
+        clocks = envinfo.shape_clocks(scratch.glob(f"**/*-{C.CANDIDATE}{CLOCK_LOG_SUFFIX}"))
+        for label, entry in per_shape.items():
+            entry["sm_mhz"] = clocks.get(label)
             entry["share_of_limit"] = roofline.metric_share(
-                entry["final"], manifest.primary_metric, manifest.target_op, ceilings, dtype
+                entry["final"],
+                manifest.primary_metric,
+                manifest.target_op,
+                ceilings,
+                dtype,
+                clocks.get(label),
             )
         folder = C.campaign_dir(campaign.name)
         files: dict[str, bytes] = {}
@@ -183,7 +192,11 @@ def report(
             reached,
             environment,
             _limit_note(
-                ceilings, manifest, dtype, {label: v["share_of_limit"] for label, v in per_shape.items()}
+                ceilings,
+                manifest,
+                dtype,
+                {label: v["share_of_limit"] for label, v in per_shape.items()},
+                bool(clocks),
             ),
             head,
             base_commit,
@@ -347,16 +360,27 @@ def _profile_lines(profiles: list[tuple[str, str, dict[str, Any]]]) -> list[str]
 
 
 def _limit_note(
-    ceilings: roofline.Ceilings, manifest: Manifest, dtype: str | None, shares: dict[str, float | None]
+    ceilings: roofline.Ceilings,
+    manifest: Manifest,
+    dtype: str | None,
+    shares: dict[str, float | None],
+    clocked: bool = False,
 ) -> str:
     """The sentence under the shape table: what the share-of-the-limit column (`shares`, by shape)
-    holds the figures against, and where a figure reads above it."""
+    holds the figures against (`clocked`: a GEMM peak scaled to the SM clock the harness logged for
+    each shape), and where a figure reads above it."""
     unit = roofline.metric_unit(manifest.primary_metric)
     limit = ceilings.limit(unit, manifest.target_op, dtype)
     if limit is not None:
         caveat = roofline.above_ceiling(shares)
+        at_clock = (
+            f" scaled from the {limit.sm_mhz:.0f} MHz it was measured at to the SM clock of each shape's"
+            " final figure"
+            if clocked and limit.sm_mhz
+            else ""
+        )
         return (
-            f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu} "
+            f"Share of the limit: the final figure over the {limit.name} of {ceilings.gpu}{at_clock} "
             f"({ceilings.source}; `git campaign calibrate --peaks` measures it, docs/analyze.md)."
             + (f" Shares {caveat}." if caveat else "")
         )

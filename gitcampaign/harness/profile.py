@@ -4,6 +4,8 @@ device's time to run it. It never decides a round: nothing here is timed for the
 
 from __future__ import annotations
 
+import contextlib
+import statistics
 import sys
 import time
 from typing import Any
@@ -50,7 +52,12 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     # operator and launch, and its own cost lands on the host. Under it a bf16 GEMM forward read
     # 0.16-0.51 ms to issue at Llama shapes (H200, 2026-12-05), where benchmarks/host_cost.py reads
     # 37 us with nothing attached: enough to call a GPU-bound op host-bound.
-    issued_s = issue(prepared(), run.device)
+    # The SM clock while these calls run (NVML, on a GPU that has it): a GEMM peak is held against
+    # them at this clock (gitcampaign.roofline.Limit.at_clock).
+    ready = prepared()
+    monitor = getattr(run.clock, "monitor", None)
+    with monitor.recording() if monitor is not None else contextlib.nullcontext([]) as samples:
+        issued_s = issue(ready, run.device)
     cuda = run.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     # The profiled calls (their kernels) are also bracketed for Nsight Compute (`--profile-from-start
@@ -82,6 +89,7 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
         "work": work,
         "host_ms_per_call": issued_s * 1e3 / count,
         "gpu_ms_per_call": total_us / 1e3 / count,
+        "sm_mhz": statistics.median(clock for clock, _, _ in samples) if samples else None,
         "kernels": [
             {
                 "name": name,

@@ -383,6 +383,43 @@ def test_t2_per_shape_from_the_ceilings_and_the_report_column(
     )
 
 
+def test_a_gemm_peak_is_taken_at_the_clock_each_figure_ran_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on_an_h200: None
+) -> None:
+    """The harness logs an SM clock of 1500 MHz; the bf16 peak, 120 TFLOP/s, was measured at 1200,
+    so every figure is held against 150: the fake's 110-130 TFLOP/s read 0.73-0.87, short of T2's
+    0.9, which the unscaled 0.92-1.08 would pass. Baseline, validate and report record the clock."""
+    monkeypatch.setenv("BENCH_SM_MHZ", "1500")
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    init(root, init_options(target=("efficiency=0.9",)))
+    baseline(root, None)
+    repo = g.open_repo(root)
+    peaks = {"kind": roofline.PEAKS_KIND, "campaign": NAME, "gpu": "NVIDIA H200"}
+    figures = {"bf16_gemm": {"sm_mhz": 1200.0}}
+    verdict.append(
+        repo,
+        head(root),
+        {**peaks, "ceilings": {"bf16_gemm_tflops": 120.0}, "figures": figures},
+        C.NOTES_ENVIRONMENT,
+    )
+    (first,) = verdict.read(repo, head(root))
+    assert {entry.sm_mhz for entry in (first.shapes or {}).values()} == {1500.0}
+    assert status(root, None).termination == []  # the best share, 130 / 150, is 0.87
+
+    commit = commit_round(root, "faster", 110)
+    validate(root, None)
+    judged = verdict.standing(verdict.read(repo, commit))
+    assert judged is not None and {entry.sm_mhz for entry in (judged.shapes or {}).values()} == {1500.0}
+
+    done = report(root, None, force=True)
+    markdown = (root / done.path).read_text()
+    assert "bf16 GEMM peak of NVIDIA H200 scaled from the 1200 MHz it was measured at" in markdown
+    final = verdict.read(repo, done.commit)[-1]
+    odd = (final.shapes or {})["s-odd"]
+    assert odd.sm_mhz == 1500.0 and odd.share_of_limit == pytest.approx(odd.final / 150.0, rel=1e-6)
+
+
 def test_t2_with_a_peak_keeps_the_aggregate_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_project(tmp_path / "proj")
     monkeypatch.chdir(root)

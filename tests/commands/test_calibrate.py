@@ -139,7 +139,10 @@ def test_peaks_go_in_the_environment_note_and_become_the_ceilings(
     def child(command: str, cwd: Path, log: Path, timeout_s: float, what: str, args: list[str]) -> int:
         assert command.endswith("-m gitcampaign.peaks")
         out = Path(args[args.index("--out") + 1])
-        out.write_text(json.dumps({"gpu": "NVIDIA H200", "uuid": "GPU-1234", "ceilings": ceilings}))
+        figures = {"bf16_gemm": {"rate": 771e12, "sm_mhz": 1335.0}, "fp8_gemm": {"rate": 1402e12}}
+        out.write_text(
+            json.dumps({"gpu": "NVIDIA H200", "uuid": "GPU-1234", "ceilings": ceilings, "figures": figures})
+        )
         return 0
 
     monkeypatch.setattr(measure, "run_logged", child)
@@ -151,6 +154,8 @@ def test_peaks_go_in_the_environment_note_and_become_the_ceilings(
     )
     measured = roofline.ceilings_for(repo, "NVIDIA H200")
     assert (measured.source, measured.bf16_tflops, measured.copy_gbs) == (roofline.MEASURED, 771.0, 4210.0)
+    # each GEMM peak with the SM clock it ran at, where NVML read one
+    assert (measured.bf16_sm_mhz, measured.fp8_sm_mhz) == (1335.0, None)
     other = roofline.ceilings_for(repo, "NVIDIA H100 80GB HBM3")  # another model: its datasheet
     assert (other.source, other.bf16_tflops) == (roofline.DATASHEET, 989.0)
     assert roofline.ceilings_for(repo, "cpu").source == roofline.NOT_MEASURED

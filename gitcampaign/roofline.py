@@ -83,8 +83,8 @@ class Limit:
         work a clock, so a GEMM peak measured at one clock is that peak scaled to another: a figure
         held against it then reads its distance to the hardware in the same state of the card, not
         the gap between two clocks (under one power limit the 8192³ GEMM of `calibrate --peaks` ran
-        at 1335 MHz on an H100 on 2026-12-06, where the profiled GEMMs ran faster and read 1.06-1.22
-        of it). Itself where either clock is unknown, and for the copy, whose HBM clock the SM
+        at 1335 MHz on an H100 on 2026-12-06, and our profiled bf16 GEMMs, their clock not yet
+        recorded, read 1.06-1.22 of it). Itself where either clock is unknown, and for the copy, whose HBM clock the SM
         clock does not move."""
         if not (self.sm_mhz and sm_mhz) or self.sm_mhz == sm_mhz:
             return self

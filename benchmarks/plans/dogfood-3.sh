@@ -7,9 +7,8 @@
 # each shape under), baseline (the A/A floor) and `analyze --ncu` (the profile note on the baseline
 # commit: where the time goes, the share of the limit, the bound). Then one heat of the candidate
 # branches (cand/*, each one commit on main whose hypothesis names the bound the profile showed; kept
-# as benchmarks/plans/dogfood-3/NAME.patch) and
-# the report with the next three hypotheses. In order of the families' distance from their targets,
-# so that a budget spent early cuts the last ones.
+# as benchmarks/plans/dogfood-3/NAME.patch) and the report with the next three hypotheses. In order
+# of the families' distance from their targets, so that a budget spent early cuts the last ones.
 # The acceptance suite is the kernels' tests: the project's whole suite does not pass in a campaign's
 # tree (its campaign folder holds the frozen harness that main keeps only in the bundle) nor on the
 # lent machine (no editor, no submitit, no nvdisasm where its tests look), 6 minutes to learn that.
@@ -18,7 +17,9 @@
 # gemm-bf16-3 (profiled baseline), both with the whole suite as their acceptance command.
 
 # Each step runs only where the campaign still needs it (`stage`), so the plan runs again as it is in
-# the next session: the campaigns the last one kept are imported and go on where they stopped.
+# the next session: the campaigns the last one kept are imported and go on where they stopped. A
+# campaign goes on only on the GPU model of its baseline (validate refuses another: its noise floor
+# is that card's); on the other kind its heat stops there, and the lane goes on with the next family.
 start() {  # start NAME OP SHAPES METRIC: a campaign through its profiled baseline
   local stage
   stage=$(stage "$1")

@@ -82,10 +82,13 @@ def ms(call: Call) -> float:
         return (time.perf_counter() - start) * 1e3
     import triton
 
+    from gitcampaign.harness.clock import median_sm_mhz
+
     with monitor().recording() as samples:
         result = float(triton.testing.do_bench(call, warmup=25, rep=100))
-    if samples:
-        SM_MHZ.append(statistics.median(clock for clock, _, _ in samples))
+    clock = median_sm_mhz(samples)
+    if clock is not None:
+        SM_MHZ.append(clock)
     return result
 
 

@@ -181,14 +181,13 @@ def findings(
         lines = []
         for name, phase in phases.items():
             launches = phase.launches_per_call
-            limit = ceilings.limit(phase.unit, profile.op, dtype)
             placement = roofline.place(
                 phase.unit,
                 phase.work,
                 phase.gpu_ms_per_call,
                 phase.host_ms_per_call,
                 launches,
-                limit.at_clock(phase.sm_mhz) if limit else None,
+                ceilings.limit(phase.unit, profile.op, dtype, phase.sm_mhz),
                 ceilings.launch_floor_us,
                 phase.ncu_throughput(),
             )

@@ -80,12 +80,11 @@ class Limit:
 
     def at_clock(self, sm_mhz: float | None) -> Limit:
         """This ceiling at the SM clock a figure was taken at. Tensor-core throughput is clock times
-        work a clock, so a GEMM peak measured at one clock is that peak scaled to another: a figure
-        held against it then reads its distance to the hardware in the same state of the card, not
-        the gap between two clocks (under one power limit the 8192³ GEMM of `calibrate --peaks` ran
-        at 1335 MHz on an H100 on 2026-12-06, and our profiled bf16 GEMMs, their clock not yet
-        recorded, read 1.06-1.22 of it). Itself where either clock is unknown, and for the copy, whose HBM clock the SM
-        clock does not move."""
+        work a clock, so a GEMM peak measured at one clock is that peak scaled to another, and a
+        figure held against it reads its distance to the hardware in the same state of the card, not
+        the gap between two clocks (`calibrate --peaks`'s 8192³ GEMM ran at 1335 MHz under an H100's
+        power limit on 2026-12-06). Itself where either clock is unknown (the copy's always: the SM
+        clock does not move the HBM's)."""
         if not (self.sm_mhz and sm_mhz) or self.sm_mhz == sm_mhz:
             return self
         return Limit(f"{self.name} at {sm_mhz:.0f} MHz", self.per_second * sm_mhz / self.sm_mhz, sm_mhz)
@@ -103,16 +102,23 @@ class Ceilings:
     bf16_sm_mhz: float | None = None  # the SM clock each GEMM peak was measured at (NVML's median)
     fp8_sm_mhz: float | None = None
 
-    def limit(self, unit: str, op: str, dtype: str | None = None) -> Limit | None:
+    def limit(
+        self, unit: str, op: str, dtype: str | None = None, sm_mhz: float | None = None
+    ) -> Limit | None:
         """The ceiling of work counted in `unit`, for the op named `op` computing in `dtype` (its op
-        spec's dtype on a GPU, where known); None where there is none."""
+        spec's dtype on a GPU, where known), a GEMM peak at `sm_mhz`, the SM clock of the figure held
+        against it, where known (`Limit.at_clock`); None where there is none."""
         if unit == BYTE:
             return Limit("copy", self.copy_gbs * 1e9) if self.copy_gbs else None
         if uncovered(unit, dtype):
             return None
         fp8 = "fp8" in op.lower()
         tflops, mhz = (self.fp8_tflops, self.fp8_sm_mhz) if fp8 else (self.bf16_tflops, self.bf16_sm_mhz)
-        return Limit(f"{'fp8' if fp8 else 'bf16'} GEMM peak", tflops * 1e12, mhz) if tflops else None
+        return (
+            Limit(f"{'fp8' if fp8 else 'bf16'} GEMM peak", tflops * 1e12, mhz).at_clock(sm_mhz)
+            if tflops
+            else None
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value not in (None, "")}
@@ -260,11 +266,11 @@ def metric_share(
     """A harness figure (TFLOPS or GB/s of `metric`) as a share of its limit, a GEMM peak taken at
     the SM clock the figure was measured at where it is known (`Limit.at_clock`); None where there
     is no limit."""
-    limit = ceilings.limit(metric_unit(metric), op, dtype)
+    limit = ceilings.limit(metric_unit(metric), op, dtype, sm_mhz)
     if limit is None or not math.isfinite(value):
         return None
     scale = 1e9 if metric_unit(metric) == BYTE else 1e12
-    return value * scale / limit.at_clock(sm_mhz).per_second
+    return value * scale / limit.per_second
 
 
 # A share this far above 1 is not a profile's noise: the ceiling is under what the op reached.

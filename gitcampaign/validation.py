@@ -8,6 +8,7 @@ this module's parts.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Mapping
@@ -234,6 +235,13 @@ class Judge:
         )
         return Judgement(entry.number, commit, document)
 
+    @functools.cached_property
+    def floor_gpu(self) -> str:
+        """The GPU the baseline measured the noise floor on ("" where its verdict names none): read
+        once, not for each candidate of a heat."""
+        baselines, _ = self.campaign.lineage()
+        return baselines[0].gpu if baselines else ""
+
     def require_floor_gpu(self) -> None:
         """An error where this machine's GPU is not the one the baseline measured the noise floor
         on: a gain is held against that floor, and another GPU has its own noise (and its own
@@ -241,8 +249,7 @@ class Judge:
         so there the check is the user's."""
         if self.plan.config.kind == ex.SLURM:
             return
-        baselines, _ = self.campaign.lineage()
-        floor_gpu = baselines[0].gpu if baselines else ""
+        floor_gpu = self.floor_gpu
         here = str(envinfo.fingerprint().get("gpu", ""))
         if floor_gpu and here and floor_gpu != here:
             name = self.campaign.name

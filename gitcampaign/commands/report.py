@@ -172,7 +172,7 @@ def report(
                 manifest.target_op,
                 ceilings,
                 dtype,
-                clocks.get(label),
+                entry["sm_mhz"],
             )
         folder = C.campaign_dir(campaign.name)
         files: dict[str, bytes] = {}

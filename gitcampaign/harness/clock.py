@@ -42,6 +42,11 @@ QUEUE_AHEAD_S = 0.02
 SPIN_CYCLES_PER_S = 2.0e9  # torch.cuda._sleep counts SM cycles; at a lower clock the spin only lasts longer
 
 
+def median_sm_mhz(samples: list[tuple[float, float, float]]) -> float | None:
+    """The median SM clock of `GpuMonitor.recording`'s samples; None where there are none (no NVML)."""
+    return statistics.median(sample[0] for sample in samples) if samples else None
+
+
 class GpuMonitor:
     """SM clock, power and temperature through NVML (`nvidia-ml-py`, imported here, lazily: CPU
     installs need not have it), sampled by a background thread while a window of calls runs.

@@ -5,12 +5,12 @@ device's time to run it. It never decides a round: nothing here is timed for the
 from __future__ import annotations
 
 import contextlib
-import statistics
 import sys
 import time
 from typing import Any
 
 from gitcampaign.harness.checks import synchronize
+from gitcampaign.harness.clock import median_sm_mhz
 from gitcampaign.harness.contract import Shape
 from gitcampaign.harness.runner import Calls, Run, warm_up
 
@@ -89,7 +89,7 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
         "work": work,
         "host_ms_per_call": issued_s * 1e3 / count,
         "gpu_ms_per_call": total_us / 1e3 / count,
-        "sm_mhz": statistics.median(clock for clock, _, _ in samples) if samples else None,
+        "sm_mhz": median_sm_mhz(samples),
         "kernels": [
             {
                 "name": name,

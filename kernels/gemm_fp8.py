@@ -655,6 +655,13 @@ def _quantize(x: torch.Tensor, kind: str, fp8_dtype: torch.dtype) -> tuple[torch
     return quant.quantize(x, kind, fp8_dtype)
 
 
+def _quantize_both(x: torch.Tensor, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """Blockwise codes and scales of x and of x.T (`_quantize` of each) on the chosen backend."""
+    if backend(BACKEND_ENV) == "torch":
+        return (*_quantize(x, "blockwise", fp8_dtype), *_quantize(x.t(), "blockwise", fp8_dtype))
+    return quant.quantize_blockwise_both(x, fp8_dtype)
+
+
 @triton.jit
 def _transpose_kernel(x_ptr, y_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """y (C x R) = x.T for a contiguous R x C x: one BLOCK_R x BLOCK_C tile per program, read along
@@ -817,19 +824,25 @@ def _rowwise_backward(
 def _blockwise_forward(
     a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
 ) -> tuple[MaybeTensor, ...]:
-    """out and b's 128x128 codes and scales, whose transpose is dA's operand; 1x128 blocks along M
-    do not commute with transposition, so dB quantises a.T afresh."""
-    qa, sa = _quantize(a, "blockwise", OPERAND_FP8_DTYPE)
+    """out, b's 128x128 codes and scales (their transpose is dA's operand) and a.T's 1x128 codes and
+    scales (dB's operand: 1x128 blocks along M do not commute with transposition, so a's own codes
+    cannot serve), quantised in the same read of a as a's; the backward never reads a."""
+    qa_t = sa_t = None
+    if need_grad_b:
+        qa, sa, qa_t, sa_t = _quantize_both(a, OPERAND_FP8_DTYPE)
+    else:
+        qa, sa = _quantize(a, "blockwise", OPERAND_FP8_DTYPE)
     qb, sb = _quantize(b, "block128", OPERAND_FP8_DTYPE)
     out = _product(qa, sa, qb, sb, "blockwise", "block128", torch.bfloat16)
-    return (out, qb, sb) if need_grad_a else (out, None, None)
+    return (out, qb, sb, qa_t, sa_t) if need_grad_a else (out, None, None, qa_t, sa_t)
 
 
 def _blockwise_backward(
     grad_out: torch.Tensor,
-    a: torch.Tensor,
     qb: torch.Tensor,
     sb: torch.Tensor,
+    qa_t: torch.Tensor,
+    sa_t: torch.Tensor,
     a_dtype: torch.dtype,
     b_dtype: torch.dtype,
     need_grad_a: bool,
@@ -837,14 +850,17 @@ def _blockwise_backward(
 ) -> tuple[MaybeTensor, MaybeTensor]:
     grad_dtype = GRAD_FP8_DTYPE["blockwise"]
     grad_a = grad_b = None
-    if need_grad_a:
+    if need_grad_a and need_grad_b:  # dOut's codes both ways from one read of it
+        qg, sg, qg_t, sg_t = _quantize_both(grad_out, grad_dtype)
+    elif need_grad_a:
         qg, sg = _quantize(grad_out, "blockwise", grad_dtype)
+    elif need_grad_b:
+        qg_t, sg_t = _quantize(grad_out.t(), "blockwise", grad_dtype)
+    if need_grad_a:
         q_bt, s_bt = _transposed(qb, sb)
         grad_a = _product(qg, sg, q_bt, s_bt, "blockwise", "block128", a_dtype)
     if need_grad_b:
-        qg_t, sg_t = _quantize(grad_out.t(), "blockwise", grad_dtype)
-        q_at, s_at = _quantize(a.t(), "blockwise", OPERAND_FP8_DTYPE)
-        grad_b = _product(qg_t, sg_t, q_at, s_at, "blockwise", "blockwise", b_dtype)
+        grad_b = _product(qg_t, sg_t, qa_t, sa_t, "blockwise", "blockwise", b_dtype)
     return grad_a, grad_b
 
 
@@ -907,20 +923,30 @@ def _rowwise_fake(a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad
 @torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_blockwise", mutates_args=())
 def _blockwise_op(
     a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    out, qb, sb = _blockwise_forward(a, b, need_grad_a, need_grad_b)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    out, qb, sb, qa_t, sa_t = _blockwise_forward(a, b, need_grad_a, need_grad_b)
     assert out is not None
-    return out, _present(qb, a, torch.uint8), _present(sb, a, torch.float32)
+    return (
+        out,
+        _present(qb, a, torch.uint8),
+        _present(sb, a, torch.float32),
+        _present(qa_t, a, torch.uint8),
+        _present(sa_t, a, torch.float32),
+    )
 
 
 @_blockwise_op.register_fake
 def _blockwise_fake(a: torch.Tensor, b: torch.Tensor, need_grad_a: bool, need_grad_b: bool) -> Tensors:
     (m, k), n = a.shape, b.shape[0]
+
+    def codes(rows: int, cols: int, kind: str, kept: bool) -> Tensors:  # fresh tensors: outputs never alias
+        if not kept:
+            return a.new_empty((0,), dtype=torch.uint8), a.new_empty((0,), dtype=torch.float32)
+        scales = a.new_empty(quant._scale_shape(rows, cols, kind), dtype=torch.float32)
+        return a.new_empty((rows, cols), dtype=torch.uint8), scales
+
     out = a.new_empty((m, n), dtype=torch.bfloat16)
-    if not need_grad_a:
-        return out, a.new_empty((0,), dtype=torch.uint8), a.new_empty((0,), dtype=torch.float32)
-    scales = a.new_empty(quant._scale_shape(n, k, "block128"), dtype=torch.float32)
-    return out, a.new_empty((n, k), dtype=torch.uint8), scales
+    return out, *codes(n, k, "block128", need_grad_a), *codes(k, m, "blockwise", need_grad_b)
 
 
 def _grads(
@@ -993,24 +1019,28 @@ def _rowwise_backward_fake(
 @torch.library.custom_op(f"{NAMESPACE}::gemm_fp8_blockwise_backward", mutates_args=())
 def _blockwise_backward_op(
     grad_out: torch.Tensor,
-    a: torch.Tensor,
     qb: torch.Tensor,
     sb: torch.Tensor,
+    qa_t: torch.Tensor,
+    sa_t: torch.Tensor,
     a_dtype: torch.dtype,
     b_dtype: torch.dtype,
     need_grad_a: bool,
     need_grad_b: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    grads = _blockwise_backward(grad_out, a, _codes(qb), sb, a_dtype, b_dtype, need_grad_a, need_grad_b)
+    grads = _blockwise_backward(
+        grad_out, _codes(qb), sb, _codes(qa_t), sa_t, a_dtype, b_dtype, need_grad_a, need_grad_b
+    )
     return _grads(grads, grad_out, a_dtype, b_dtype)
 
 
 @_blockwise_backward_op.register_fake
 def _blockwise_backward_fake(
-    grad_out: torch.Tensor, a: torch.Tensor, qb: torch.Tensor, sb: torch.Tensor,
+    grad_out: torch.Tensor, qb: torch.Tensor, sb: torch.Tensor, qa_t: torch.Tensor, sa_t: torch.Tensor,
     a_dtype: torch.dtype, b_dtype: torch.dtype, need_grad_a: bool, need_grad_b: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    return _grads_fake(grad_out, a.shape[1], a_dtype, b_dtype, need_grad_a, need_grad_b)
+    k = qb.shape[1] if need_grad_a else qa_t.shape[0]
+    return _grads_fake(grad_out, k, a_dtype, b_dtype, need_grad_a, need_grad_b)
 
 
 @dataclass(frozen=True)
@@ -1039,7 +1069,7 @@ _RECIPES = {
     ),
     "blockwise": _Recipe(
         _blockwise_forward,
-        lambda a, b, res: (a, *res),
+        lambda a, b, res: res,
         _blockwise_backward,
         _blockwise_op,
         _blockwise_backward_op,

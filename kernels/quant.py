@@ -92,6 +92,8 @@ from kernels._common import (
 
 BACKEND_ENV = "KERNELS_QUANT_BACKEND"
 CONFIG_ENV = "KERNELS_QUANT_CONFIG"
+# Pins `_quant_blockwise_both_kernel` alone: its only key is BLOCK_C (128 or 256).
+BOTH_CONFIG_ENV = "KERNELS_QUANT_BOTH_CONFIG"
 
 SCALE_EPS = 1e-12
 BLOCK = 128
@@ -173,10 +175,21 @@ def _colmax_configs() -> list[triton.Config]:
     ]
 
 
+def _both_configs() -> list[triton.Config]:
+    """Tile columns x warps for `_quant_blockwise_both_kernel`: a 128 x 128 tile (16K elements, 32-64
+    fp32 values a thread at 8-16 warps, for the tile, its codes and the transposed codes) or a
+    128 x 256 one (two groups of each row a program, half the programs)."""
+    return [
+        triton.Config({"BLOCK_C": block_c}, num_warps=warps)
+        for block_c, warps in ((128, 8), (128, 16), (256, 16), (128, 4))
+    ]
+
+
 # The interpreter runs one program at a time: the largest tile means the fewest Python-level programs.
 _CPU_CONFIG = triton.Config({"ELEMS": 16384}, num_warps=4)
 # Small tiles in the interpreter, so that its few "SMs" each loop over several tiles.
 _CPU_TENSORWISE_CONFIG = triton.Config({"ELEMS": 1024, "PER_SM": 1, "STAGES": 2}, num_warps=4)
+_CPU_BOTH_CONFIG = triton.Config({"BLOCK_C": 256}, num_warps=4)
 _CPU_COLMAX_CONFIG = triton.Config({"ELEMS": 1024, "STAGES": 2}, num_warps=4)
 
 
@@ -503,6 +516,50 @@ def _quant_kernel(
         tl.store(s_ptr + pid_r.to(tl.int64) * stride_sr + pid_c + lane, scale, mask=lane == 0)
 
 
+@triton.jit
+def _quant_blockwise_both_kernel(
+    x_ptr,
+    q_ptr,
+    s_ptr,
+    qt_ptr,
+    st_ptr,
+    R,
+    C,
+    stride_xr,
+    FP8_MAX: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """1x128 blocks of x and of x.T from one read of x (unit-stride rows). A 128 x BLOCK_C tile holds
+    BLOCK_C // 128 whole groups of each of its rows, and, for each of its columns, one whole group of
+    that row of x.T (its 128 rows). Writes q (R x C) with s (R, ceil(C/128)) and qt (C x R, the codes
+    of x.T) with st (C, ceil(R/128)); each group's arithmetic is `_quant_kernel`'s."""
+    GROUP: tl.constexpr = 128
+    GROUPS: tl.constexpr = BLOCK_C // GROUP
+    pid_r = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    rows = pid_r * GROUP + tl.arange(0, GROUP)
+    cols = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rows[:, None] < R) & (cols[None, :] < C)
+    x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :], mask=mask, other=0.0)
+    x = x.to(tl.float32)
+
+    tiles = tl.reshape(x, (GROUP, GROUPS, GROUP))
+    scale, inv = _scale_and_inverse(tl.max(tl.abs(tiles), axis=2), FP8_MAX, EPS)
+    q = tl.reshape(_quantize_tile(tiles, inv[:, :, None], FP8_MAX), (GROUP, BLOCK_C))
+    tl.store(q_ptr + rows.to(tl.int64)[:, None] * C + cols[None, :], q.to(q_ptr.dtype.element_ty), mask=mask)
+    col_groups = tl.cdiv(C, GROUP)
+    groups = pid_c * GROUPS + tl.arange(0, GROUPS)
+    s_mask = (rows[:, None] < R) & (groups[None, :] < col_groups)
+    tl.store(s_ptr + rows.to(tl.int64)[:, None] * col_groups + groups[None, :], scale, mask=s_mask)
+
+    scale_t, inv_t = _scale_and_inverse(tl.max(tl.abs(x), axis=0), FP8_MAX, EPS)
+    q_t = _quantize_tile(x, inv_t[None, :], FP8_MAX).to(qt_ptr.dtype.element_ty)
+    q_t = tl.trans(q_t.to(tl.uint8, bitcast=True)).to(qt_ptr.dtype.element_ty, bitcast=True)
+    tl.store(qt_ptr + cols.to(tl.int64)[:, None] * R + rows[None, :], q_t, mask=tl.trans(mask))
+    tl.store(st_ptr + cols.to(tl.int64) * tl.cdiv(R, GROUP) + pid_r, scale_t, mask=cols < C)
+
+
 _quant_kernel_tuned = triton.autotune(
     # One pinned KERNELS_QUANT_CONFIG serves both quantisers: this one ignores the tensorwise keys.
     configs=without_keys(pick_configs(_configs(), _CPU_CONFIG, CONFIG_ENV), ("PER_SM", "STAGES")),
@@ -517,6 +574,10 @@ _quant_tensorwise_kernel_tuned = triton.autotune(
     configs=pick_configs(_tensorwise_configs(), _CPU_TENSORWISE_CONFIG, CONFIG_ENV),
     key=["R", "C", "BLOCK_C", "FP8_MAX", "TRANSPOSED"],
 )(_quant_tensorwise_kernel)
+_quant_blockwise_both_kernel_tuned = triton.autotune(
+    configs=pick_configs(_both_configs(), _CPU_BOTH_CONFIG, BOTH_CONFIG_ENV),
+    key=["R", "C", "FP8_MAX"],
+)(_quant_blockwise_both_kernel)
 
 
 def _check_input(x: torch.Tensor, granularity: str, fp8_dtype: torch.dtype) -> None:
@@ -782,6 +843,35 @@ def quantize_tensorwise_transposed(
     scales = torch.empty((1, 1), dtype=torch.float32, device=x.device)
     _quantize_tensorwise(x, q, scales, FP8_MAX[fp8_dtype], q_t)
     return q, q_t, scales
+
+
+def quantize_blockwise_both(
+    x: torch.Tensor, fp8_dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Blockwise (1x128) codes and scales of x and of x.T: (q, scales, q_t, scales_t), as
+    `quantize(x, "blockwise")` and `quantize(x.t(), "blockwise")` give them, from one read of x
+    where those two read it twice (the second time along its columns). The fp8 GEMM's backward
+    quantises its output gradient both ways. Unit-stride rows of bf16 or fp16 take the fused kernel;
+    other views, float32 (see `quantize_tensorwise_transposed`) and the torch backend take the two
+    quantisers."""
+    _check_input(x, "blockwise", fp8_dtype)
+    rows, cols = x.shape
+    if backend(BACKEND_ENV) == "torch" or x.dtype == torch.float32 or x.stride(1) != 1:
+        return (*_quantize(x, "blockwise", fp8_dtype), *_quantize(x.t(), "blockwise", fp8_dtype))
+    q = torch.empty((rows, cols), dtype=fp8_dtype, device=x.device)
+    q_t = torch.empty((cols, rows), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty(_scale_shape(rows, cols, "blockwise"), dtype=torch.float32, device=x.device)
+    scales_t = torch.empty(_scale_shape(cols, rows, "blockwise"), dtype=torch.float32, device=x.device)
+
+    def grid(meta: dict[str, int]) -> tuple[int, int]:
+        return (cdiv(rows, BLOCK), cdiv(cols, meta["BLOCK_C"]))
+
+    launch(
+        _quant_blockwise_both_kernel_tuned, grid,
+        x, q, scales, q_t, scales_t, rows, cols, x.stride(0),
+        FP8_MAX=FP8_MAX[fp8_dtype], EPS=SCALE_EPS,
+    )  # fmt: skip
+    return q, scales, q_t, scales_t
 
 
 def column_amax_torch(x: torch.Tensor) -> torch.Tensor:

@@ -182,6 +182,30 @@ def test_tensorwise_transposed_is_one_quantisation_in_both_layouts(
         assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
 
 
+@pytest.mark.parametrize("config", quant._both_configs(), ids=_config_id)
+@pytest.mark.parametrize(
+    ("fp8_dtype", "rows", "cols"),
+    [(E4M3, 300, 200), (torch.float8_e5m2, 129, 520), (E4M3, 1, 5)],  # partial tiles and groups
+)
+def test_blockwise_both_is_the_two_quantisations(
+    monkeypatch: pytest.MonkeyPatch, config: triton.Config, fp8_dtype: torch.dtype, rows: int, cols: int
+) -> None:
+    """quantize_blockwise_both, each GPU autotune config pinned: its codes and scales of x and of x.T
+    are the plain blockwise quantiser's of each, bit for bit; on a GPU also the reference's."""
+    _pin(monkeypatch, "_quant_blockwise_both_kernel", config)
+    x = _rows_of_mixed_magnitude(rows, cols)
+    x = x.half() if DEVICE != "cuda" else x  # the fused kernel takes 16-bit rows; float32 takes two passes
+    q, scales, q_t, scales_t = quant.quantize_blockwise_both(x, fp8_dtype)
+    for got_q, got_s, view in ((q, scales, x), (q_t, scales_t, x.t())):
+        plain_q, plain_s = quant._quantize_triton(view, "blockwise", fp8_dtype)
+        assert got_q.shape == view.shape and got_q.is_contiguous() and got_q.dtype == fp8_dtype
+        assert torch.equal(got_s, plain_s)
+        assert torch.equal(got_q.view(torch.uint8), plain_q.view(torch.uint8))
+        if DEVICE == "cuda":
+            ref_q, ref_s = quant._quantize_torch(view, "blockwise", fp8_dtype)
+            assert torch.equal(got_s, ref_s) and torch.equal(got_q.view(torch.uint8), ref_q.view(torch.uint8))
+
+
 @pytest.mark.gpu
 @gpu
 @pytest.mark.parametrize("config", quant._tensorwise_configs(), ids=_config_id)

@@ -25,8 +25,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from gitcampaign.harness.clock import GpuMonitor, median_sm_mhz
 
 PREROLL_S = 2.0
 WINDOWS = 8
@@ -35,31 +38,34 @@ GEMM_N = 8192
 COPY_BYTES = 1 << 30
 LAUNCHES = 2000  # empty kernels issued to time the host's launch
 EXIT_NO_GPU = 2
+# GpuMonitor.recording: (SM MHz, W, C) samples while its block runs; none without NVML.
+Recording = Callable[[], AbstractContextManager[list[tuple[float, float, float]]]]
 
 
 def steady(
     timed: Callable[[int], float],
     per_call: float,
-    sample_clock: Callable[[], float | None],
+    recording: Recording,
     preroll_s: float = PREROLL_S,
     windows: int = WINDOWS,
     window_s: float = WINDOW_S,
 ) -> dict[str, Any]:
     """`timed(n)` runs n calls back to back and returns their seconds (events around all n). After
-    a first call (compiling, cuBLAS's heuristics) and the pre-roll, `windows` windows of about
-    `window_s` each; the rate is `per_call` units per call over the median window's seconds per call.
-    The SM clock is sampled after each window."""
-    first = max(timed(1), 1e-9)
-    calls = max(1, round(window_s / first))
+    a first call (compiling, cuBLAS's heuristics, left out), a second that sizes the windows, and the
+    pre-roll, `windows` windows of about `window_s` each; the rate is `per_call` units per call over
+    the median window's seconds per call. The SM clock is the median of `recording`'s samples
+    (GpuMonitor.recording: (MHz, W, C) while the block runs) over the windows.
+    Sized from the first call, an H100's bf16 windows held 2 calls, not 169 (2026-12-06)."""
+    timed(1)
+    calls = max(1, round(window_s / max(timed(1), 1e-9)))
     began = time.perf_counter()
     while time.perf_counter() - began < preroll_s:
         timed(calls)
     seconds, clocks = [], []
     for _ in range(windows):
-        seconds.append(timed(calls) / calls)
-        clock = sample_clock()
-        if clock is not None:
-            clocks.append(clock)
+        with recording() as samples:
+            seconds.append(timed(calls) / calls)
+        clocks += samples
     per_call_s = statistics.median(seconds)
     return {
         "rate": per_call / per_call_s,
@@ -67,12 +73,13 @@ def steady(
         "calls_per_window": calls,
         "windows": windows,
         "spread": (max(seconds) - min(seconds)) / per_call_s,
-        "sm_mhz": statistics.median(clocks) if clocks else None,
+        "sm_mhz": median_sm_mhz(clocks),
     }
 
 
 class Nvml:
-    """The SM clock and the GPU's clocks through NVML, or nothing where nvidia-ml-py is missing."""
+    """The GPU's driver, clock limits and power limit through NVML, or nothing where nvidia-ml-py is
+    missing."""
 
     def __init__(self, uuid: str) -> None:
         self.handle: Any = None
@@ -84,11 +91,6 @@ class Nvml:
             self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
         except Exception:  # no NVML, or no such UUID: measured without clocks, and it says so
             self.handle = None
-
-    def sm_mhz(self) -> float | None:
-        if self.handle is None:
-            return None
-        return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
 
     def info(self) -> dict[str, Any]:
         if self.handle is None:
@@ -109,6 +111,7 @@ def measure() -> dict[str, Any]:
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", ""))
     nvml = Nvml(uuid)
+    recording = GpuMonitor(device).recording
 
     def timer(call: Callable[[], Any]) -> Callable[[int], float]:
         def timed(count: int) -> float:
@@ -122,9 +125,9 @@ def measure() -> dict[str, Any]:
 
         return timed
 
-    figures = _gemms(torch, device, timer, nvml)
-    figures["copy"] = _copy(torch, device, timer, nvml)
-    figures["launch"] = _launch_floor(torch, timer, nvml)
+    figures = _gemms(torch, device, timer, recording)
+    figures["copy"] = _copy(torch, device, timer, recording)
+    figures["launch"] = _launch_floor(torch, timer, recording)
     return {
         "gpu": torch.cuda.get_device_name(device),
         "uuid": uuid,
@@ -152,23 +155,23 @@ def measure() -> dict[str, Any]:
     }
 
 
-def _gemms(torch: Any, device: Any, timer: Any, nvml: Nvml) -> dict[str, Any]:
+def _gemms(torch: Any, device: Any, timer: Any, recording: Recording) -> dict[str, Any]:
     n = GEMM_N
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     return {
-        "bf16_gemm": steady(timer(lambda: torch.matmul(a, b)), 2.0 * n**3, nvml.sm_mhz),
-        "fp8_gemm": _fp8(torch, a, b, timer, nvml),
+        "bf16_gemm": steady(timer(lambda: torch.matmul(a, b)), 2.0 * n**3, recording),
+        "fp8_gemm": _fp8(torch, a, b, timer, recording),
     }
 
 
-def _copy(torch: Any, device: Any, timer: Any, nvml: Nvml) -> dict[str, Any]:
+def _copy(torch: Any, device: Any, timer: Any, recording: Recording) -> dict[str, Any]:
     source = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device).random_()
     target = torch.empty_like(source)
-    return steady(timer(lambda: target.copy_(source)), 2.0 * COPY_BYTES, nvml.sm_mhz)
+    return steady(timer(lambda: target.copy_(source)), 2.0 * COPY_BYTES, recording)
 
 
-def _fp8(torch: Any, a: Any, b: Any, timer: Any, nvml: Nvml) -> dict[str, Any]:
+def _fp8(torch: Any, a: Any, b: Any, timer: Any, recording: Recording) -> dict[str, Any]:
     if tuple(torch.cuda.get_device_capability()) < (8, 9) or not hasattr(torch, "_scaled_mm"):
         return {"not_measured": "this GPU has no fp8 tensor cores (sm_89 on), or torch no _scaled_mm"}
     a8 = a.to(torch.float8_e4m3fn)
@@ -184,17 +187,17 @@ def _fp8(torch: Any, a: Any, b: Any, timer: Any, nvml: Nvml) -> dict[str, Any]:
         call()
     except RuntimeError as exc:
         return {"not_measured": f"torch._scaled_mm failed: {exc}"}
-    return steady(timer(call), 2.0 * a.shape[0] ** 3, nvml.sm_mhz)
+    return steady(timer(call), 2.0 * a.shape[0] ** 3, recording)
 
 
-def _launch_floor(torch: Any, timer: Any, nvml: Nvml) -> dict[str, Any]:
+def _launch_floor(torch: Any, timer: Any, recording: Recording) -> dict[str, Any]:
     """Empty kernels back to back: the GPU time per launch (what a stream of tiny kernels costs at
     best), and the host's time to issue one (from a window of launches without a sync)."""
 
     def launches(count: int) -> float:
         return timer(lambda: torch.cuda._sleep(0))(count)
 
-    gpu = steady(launches, 1.0, nvml.sm_mhz, preroll_s=0.5, window_s=0.05)
+    gpu = steady(launches, 1.0, recording, preroll_s=0.5, window_s=0.05)
     torch.cuda.synchronize()
     began = time.perf_counter()
     for _ in range(LAUNCHES):

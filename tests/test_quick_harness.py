@@ -710,8 +710,8 @@ def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows
 
 def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
     """The host's time a call comes from calls issued with torch.profiler off: here a call that
-    costs 20 ms only while a profiler records reads under 10 ms, and the kernels still come from
-    the profiled calls."""
+    costs 20 ms only while a profiler records reads under 10 ms, and the kernels, and the SM clock
+    they are held at, still come from the profiled calls."""
     import time
     from types import SimpleNamespace
 
@@ -747,7 +747,9 @@ def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
     assert profiled == [False] * 3 + [True] * 3
     assert phase["host_ms_per_call"] < 10
     assert phase["kernels"] and phase["calls"] == 3
-    assert recorded == [[False] * 3] and phase["sm_mhz"] == 1500.0  # the unprofiled calls' clock
+    # The clock of the profiled calls, whose kernels' times the phase reports: recorded around them
+    # alone, not around the unprofiled calls before them.
+    assert recorded == [[False] * 3 + [True] * 3] and phase["sm_mhz"] == 1500.0
 
 
 def test_a_backward_profile_holds_the_backward_alone() -> None:

@@ -5,6 +5,7 @@ device's time to run it. It never decides a round: nothing here is timed for the
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 from typing import Any
@@ -17,14 +18,15 @@ from gitcampaign.harness.runner import Calls, Run, warm_up
 PROFILE_FORMAT = 1
 PROFILE_CALLS = 20
 PREROLL_S = 1.0  # back-to-back calls before the profiled ones (on a GPU): the sustained clock
+_STEP_RANGE = re.compile(r"ProfilerStep[#*]")  # the range torch.profiler's schedule puts around a step
 
 
 def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -> dict[str, Any]:
     """`count` calls of one phase back to back, twice: with nothing attached, for the host's time to
-    issue one, then under torch.profiler, for the kernels. Each time their inputs (and a backward's
-    forward) are prepared first, outside the timed window."""
+    issue one, then under torch.profiler, for the kernels and the SM clock they ran at. Each time their
+    inputs (and a backward's forward) are prepared first, outside the timed window."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     op = run.op
 
@@ -35,13 +37,15 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
             else calls.backward_call(calls.timed_inputs())
         )
 
-    if run.device.type == "cuda":
-        # The figures are held against ceilings measured at the sustained clock (calls back to back
-        # under the power limit): a profile of calls on an idle GPU, at boost clock, would read above
-        # its limit. So the same calls run back to back first, as the timed runs' pre-roll runs them.
-        began = time.perf_counter()
-        while time.perf_counter() - began < PREROLL_S:
-            prepare()()
+    def preroll() -> None:
+        """On a GPU, the same calls back to back for PREROLL_S, as the timed runs' pre-roll runs them:
+        the figures are held against ceilings measured at the sustained clock under the power limit,
+        and calls on an idle GPU run at boost clock."""
+        if run.device.type == "cuda":
+            began = time.perf_counter()
+            while time.perf_counter() - began < PREROLL_S:
+                prepare()()
+            synchronize(run.device)
 
     def prepared() -> list[Any]:
         calls = [prepare() for _ in range(count)]
@@ -52,31 +56,44 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     # operator and launch, and its own cost lands on the host. Under it a bf16 GEMM forward read
     # 0.16-0.51 ms to issue at Llama shapes (H200, 2026-12-05), where benchmarks/host_cost.py reads
     # 37 us with nothing attached: enough to call a GPU-bound op host-bound.
-    # The SM clock while these calls run (NVML, on a GPU that has it): a GEMM peak is held against
-    # them at this clock (gitcampaign.roofline.Limit.at_clock).
-    ready = prepared()
-    monitor = getattr(run.clock, "monitor", None)
-    with monitor.recording() if monitor is not None else contextlib.nullcontext([]) as samples:
-        issued_s = issue(ready, run.device)
+    issued_s = issue(prepared(), run.device)
     cuda = run.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    # The SM clock while the profiled calls run (NVML, on a GPU that has it), whose kernels' times
+    # the figures are: a GEMM peak is held against them at this clock (roofline.Limit.at_clock).
+    monitor = getattr(run.clock, "monitor", None)
+    clocks: list[tuple[float, float, float]] = []
+
+    def profiled(calls: list[Any]) -> None:
+        with monitor.recording() if monitor is not None else contextlib.nullcontext([]) as samples:
+            issue(calls, run.device, bracket=True)
+        clocks.extend(samples)
+
     # The profiled calls (their kernels) are also bracketed for Nsight Compute (`--profile-from-start
     # off`), under which the torch profiler may find CUPTI taken: then ncu's report is what counts.
     # Prepared before the profiler starts: a backward's forward runs when its call is prepared, and
-    # its kernels are not the backward's.
+    # its kernels are not the backward's. The pre-roll runs in the profiler's warm-up step, after
+    # its start: the GPU idles while the profiler starts, and profiled calls right after it ran at
+    # boost clock on an H100, a grouped GEMM's at 1.36 of the bf16 peak held at the 1245 MHz of the
+    # calls before them (2026-12-06); the warm-up step's calls are not recorded.
     ready = prepared()
     events: list[Any] = []
     try:
-        with profile(activities=activities) as profiler:
-            issue(ready, run.device, bracket=True)
+        steps = schedule(wait=0, warmup=1, active=1, repeat=1)
+        with profile(activities=activities, schedule=steps) as profiler:
+            preroll()
+            profiler.step()
+            profiled(ready)
+            profiler.step()
         events = list(profiler.events())
     except RuntimeError as exc:
         print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)
-        issue(prepared(), run.device, bracket=True)
+        clocks.clear()
+        profiled(prepared())
     kernels: dict[str, dict[str, float]] = {}
     for event in events:
         on_device = cuda and event.device_type == torch.autograd.DeviceType.CUDA
-        if cuda != on_device or (not cuda and event.cpu_parent is not None):
+        if cuda != on_device or (not cuda and not _top_level(event)):
             continue  # on the GPU its kernels; on the CPU the top-level ops the calls ran
         record = kernels.setdefault(event.name, {"launches": 0, "us": 0.0})
         record["launches"] += 1
@@ -89,7 +106,7 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
         "work": work,
         "host_ms_per_call": issued_s * 1e3 / count,
         "gpu_ms_per_call": total_us / 1e3 / count,
-        "sm_mhz": median_sm_mhz(samples),
+        "sm_mhz": median_sm_mhz(clocks),
         "kernels": [
             {
                 "name": name,
@@ -100,6 +117,14 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
             for name, record in ranked
         ],
     }
+
+
+def _top_level(event: Any) -> bool:
+    """An operator the calls ran themselves: under the profiler's step (its schedule wraps each step
+    in a `ProfilerStep#N` range), not inside another operator, and not the step itself."""
+    parent = event.cpu_parent
+    step = _STEP_RANGE.match
+    return not step(event.name) and (parent is None or bool(step(parent.name)))
 
 
 def issue(calls: list[Any], device: Any, bracket: bool = False) -> float:

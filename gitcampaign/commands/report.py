@@ -276,6 +276,14 @@ def _fmt(value: object, spec: str = ".4g") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and math.isfinite(value) else "-"
 
 
+def _interval(stats: PairedStats | None) -> str:
+    """The aggregate's 95% interval, or why there is none: one pair has no spread to take it from."""
+    if stats is not None and stats.pairs < 2:
+        return "no 95% interval from one pair (`--pairs 2` or more give one)"
+    low, high = stats.ci if stats else (None, None)
+    return f"95% CI [{_fmt(low, '.3f')}, {_fmt(high, '.3f')}]"
+
+
 # What starts Markdown syntax inside a line: a backslash, code, emphasis (an underscore only at a
 # word's edge: `shape_regression` stays readable), links and images, table cells, strikethrough.
 # `&`, `<` and `>` become entities first, so no HTML and no autolink gets through.
@@ -467,7 +475,7 @@ def _markdown(
         "## Baseline vs final (full validation, same run, interleaved)",
         "",
         f"Aggregate (geomean over PASS shapes) final/baseline: **{_fmt(stats.ratio if stats else None, '.3f')}x**, "
-        f"95% CI [{_fmt(stats.ci[0] if stats else None, '.3f')}, {_fmt(stats.ci[1] if stats else None, '.3f')}]",
+        f"{_interval(stats)}",
         *same_kernels,
         "",
         tabulate(

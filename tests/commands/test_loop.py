@@ -316,6 +316,17 @@ def test_a_report_without_accepted_rounds_calls_its_ratio_spread(project: Path) 
     assert "the least gained so far" not in markdown
 
 
+def test_a_report_of_one_pair_says_it_has_no_interval(project: Path) -> None:
+    """One pair has no spread to take an interval from: the report says so, where it printed
+    "95% CI [0.000, -]" until 2026-12-06."""
+    commit_round(project, "slower", 90)
+    validate(project, None)
+    one = report(project, None, force=True, pairs=1)
+    markdown = (project / one.path).read_text()
+    assert "**1.000x**, no 95% interval from one pair (`--pairs 2` or more give one)" in markdown
+    assert "95% CI" not in markdown.split("## Iterations")[0]
+
+
 def test_a_rejection_before_any_measurement_names_its_reason_once() -> None:
     row = LineageRow(
         round=3,

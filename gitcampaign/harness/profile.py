@@ -55,7 +55,9 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     # The host's time to issue a call, with no profiler attached: torch.profiler records every
     # operator and launch, and its own cost lands on the host. Under it a bf16 GEMM forward read
     # 0.16-0.51 ms to issue at Llama shapes (H200, 2026-12-05), where benchmarks/host_cost.py reads
-    # 37 us with nothing attached: enough to call a GPU-bound op host-bound.
+    # 37 us with nothing attached: enough to call a GPU-bound op host-bound. Nor NVML's sampling
+    # thread: with it, blockwise fp8 calls read 2-2.6x the host time they read without it on
+    # another H100 three hours before (2026-12-06).
     issued_s = issue(prepared(), run.device)
     cuda = run.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

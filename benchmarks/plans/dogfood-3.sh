@@ -14,7 +14,10 @@
 # lent machine (no editor, no submitit, no nvdisasm where its tests look), 6 minutes to learn that.
 # The first session of this plan (12-06 05:01, docs/benchmarks/2026-12-06-0501-dogfood-3.md) kept
 # fp8-blockwise-5 (profiled baseline, a heat of the two blockwise candidates, no report) and
-# gemm-bf16-3 (profiled baseline), both with the whole suite as their acceptance command.
+# gemm-bf16-3 (profiled baseline), both with the whole suite as their acceptance command. The second
+# (12-06 08:38, docs/benchmarks/2026-12-06-0838-dogfood-3-second-session.md) reported fp8-blockwise-6
+# (cand/bw-dualquant-a accepted, merged on main) and grouped-bf16-5 (nothing accepted); its lane's
+# budget ran out in gemm-bf16-4's baseline, which is not kept: the next session starts it anew.
 
 # Each step runs only where the campaign still needs it (`stage`), so the plan runs again as it is in
 # the next session: the campaigns the last one kept are imported and go on where they stopped. A
@@ -90,8 +93,9 @@ lane0() {
     "memory: tensorwise reads x twice (the maxima, then the codes), 5 bytes an element against the 3 of a copy: its bound is 3/5 of a copy unless L2 keeps the input between the passes; a scale from the previous step (delayed scaling, the amax of this step kept for the next) makes it one pass, at the cost of a scale one step old" \
     "memory: the quantising pass rereads x in reverse so that the amax pass's last tiles are L2 hits; an amax pass that keeps its last ~40 MB with evict_last and the rest with evict_first would leave L2 to exactly the tiles read again" \
     "launch: two launches and a pass of their own for the maxima; the maxima can come from the producing op's epilogue (the norm or the GEMM before it), leaving one pass and one launch"
-  # The fused quantiser's bit-exactness on the GPU (the heat's gate runs the fp8 GEMM's tests only),
-  # and the CUDA-graph tests on main since the TMA scratch fix (12-06), each in a fresh process.
-  from_tree quant-both xfer/cand/bw-dualquant-a python3 -m pytest -q -p no:cacheprovider tests/kernels/test_quant.py -k both
+  # The CUDA-graph tests on main since the TMA scratch fix (12-06), in a fresh process. (The fused
+  # quantiser's GPU tests ran in fp8-blockwise-6's acceptance suite: 449 passed, 12-06 08:51.)
   from_tree graphs xfer/main python3 -m pytest -q -p no:cacheprovider tests/kernels/test_compile_and_graphs_gpu.py
+  # BENCHMARKS.md's fp8 rows on main since fp8-blockwise-6's gain (its table predates it).
+  from_tree best-vendor-fp8 xfer/main python3 benchmarks/best_vendor.py --op fp8 --json "$LANE_LOG/best_vendor_fp8.json"
 }

@@ -107,6 +107,15 @@ class HarnessProfile:
             shapes[label] = {
                 name: _phase(phases[name], f"shape {label} {name}", bad) for name in PHASES if name in phases
             }
+        # GPU time without a kernel to hold it is no figure: the profiler saw none of the calls' kernels.
+        empty = [
+            f"{label} {name}"
+            for label, found in shapes.items()
+            for name, phase in found.items()
+            if not phase.kernels
+        ]
+        if data["device"] != "cpu" and empty:
+            raise bad(f"no kernel recorded on the GPU for {', '.join(empty)}")
         return cls(data["op"], data["device"], data["profiler"], shapes)
 
 

@@ -126,6 +126,10 @@ def test_without_ceilings_the_share_says_why() -> None:
         (lambda d: d["shapes"][0]["phases"]["forward"]["kernels"][0].update(share=1.5), "share is 1.5"),
         (lambda d: d.update(shapes=[]), "shapes is not a non-empty list"),
         (lambda d: d["shapes"][0]["phases"]["forward"].update(sm_mhz=0), "sm_mhz is 0"),
+        (
+            lambda d: d["shapes"][0]["phases"]["forward"].update(kernels=[]),
+            "no kernel recorded on the GPU for q",
+        ),
     ],
 )
 def test_a_malformed_profile_names_the_field(change: Any, field: str) -> None:

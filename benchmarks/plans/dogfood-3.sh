@@ -2,7 +2,9 @@
 # family, each started on main as the bundle has it and profiled before any hypothesis:
 #   bash benchmarks/plans/dogfood-3/branches.sh   # the candidates (cand/*), from the patches kept there
 #   git bundle create .xfer/repo.bundle --branches
-#   LANE_S=1450 bash benchmarks/campaign_session.sh benchmarks/plans/dogfood-3.sh OUT   # then --attach OUT
+#   LANE_S=1600 bash benchmarks/campaign_session.sh benchmarks/plans/dogfood-3.sh OUT   # then --attach OUT
+# (30 minutes of device time a session: 12-06 08:38 spent 36 s starting the machine and 1450 s in
+# the lane, whose last validate may start with 330 s left and run 400.)
 # Per campaign: init, prepare, the machine's ceilings once (`calibrate --peaks`, which analyze places
 # each shape under), baseline (the A/A floor) and `analyze --ncu` (the profile note on the baseline
 # commit: where the time goes, the share of the limit, the bound). Then one heat of the candidate

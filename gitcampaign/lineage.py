@@ -175,9 +175,9 @@ def termination(
             f"T2 hardware efficiency: {value / target['peak']:.2f} of peak >= {target['efficiency']}"
         )
     shares = list((limits or {}).values())
-    # A share above its ceiling says the ceiling understates the card in the figures' state
-    # (roofline.above_ceiling): the other shares are then no distance to the hardware either.
-    trusted = not any(share is not None and share > roofline.OVER_CEILING for share in shares)
+    # A share above its ceiling says the ceiling understates the card in the figures' state: the
+    # other shares are then no distance to the hardware either.
+    trusted = not roofline.above_ceiling(limits or {})
     if "efficiency" in target and "peak" not in target and shares and None not in shares and trusted:
         least = min(share for share in shares if share is not None)
         if least >= target["efficiency"]:

@@ -77,31 +77,17 @@ def steady(
     }
 
 
-class Nvml:
-    """The GPU's driver, clock limits and power limit through NVML, or nothing where nvidia-ml-py is
-    missing."""
-
-    def __init__(self, uuid: str) -> None:
-        self.handle: Any = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        except Exception:  # no NVML, or no such UUID: measured without clocks, and it says so
-            self.handle = None
-
-    def info(self) -> dict[str, Any]:
-        if self.handle is None:
-            return {"nvml": "not available (pip install nvidia-ml-py): clocks not read"}
-        nvml = self.nvml
-        return {
-            "driver": nvml.nvmlSystemGetDriverVersion(),
-            "max_sm_mhz": nvml.nvmlDeviceGetMaxClockInfo(self.handle, nvml.NVML_CLOCK_SM),
-            "max_memory_mhz": nvml.nvmlDeviceGetMaxClockInfo(self.handle, nvml.NVML_CLOCK_MEM),
-            "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0,
-        }
+def _nvml_info(monitor: GpuMonitor) -> dict[str, Any]:
+    """The GPU's driver, clock limits and power limit through the monitor's NVML handle."""
+    if monitor.handle is None:
+        return {"nvml": f"not available ({monitor.unavailable}): clocks not read"}
+    nvml, handle = monitor.nvml, monitor.handle
+    return {
+        "driver": nvml.nvmlSystemGetDriverVersion(),
+        "max_sm_mhz": nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+        "max_memory_mhz": nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM),
+        "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+    }
 
 
 def measure() -> dict[str, Any]:
@@ -110,8 +96,8 @@ def measure() -> dict[str, Any]:
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(device)
     uuid = str(getattr(props, "uuid", ""))
-    nvml = Nvml(uuid)
-    recording = GpuMonitor(device).recording
+    monitor = GpuMonitor(device)
+    recording = monitor.recording
 
     def timer(call: Callable[[], Any]) -> Callable[[int], float]:
         def timed(count: int) -> float:
@@ -135,7 +121,7 @@ def measure() -> dict[str, Any]:
         "sm_count": props.multi_processor_count,
         "memory_gb": round(props.total_memory / 1e9, 1),
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda or "none"},
-        "nvml": nvml.info(),
+        "nvml": _nvml_info(monitor),
         "ceilings": {
             "bf16_gemm_tflops": figures["bf16_gemm"]["rate"] / 1e12,
             "fp8_gemm_tflops": figures["fp8_gemm"]["rate"] / 1e12 if "rate" in figures["fp8_gemm"] else None,

@@ -279,10 +279,10 @@ OVER_CEILING = 1.02
 
 def above_ceiling(shares: Mapping[str, float | None]) -> str:
     """The caveat for the shares ({where: share}) read above their ceiling, "" where none is. A share
-    over 1 says the ceiling was measured in another state of the card than the figure (on an H100 on
-    2026-12-06, cuBLAS at `calibrate --peaks`'s steady clock read 629 TFLOP/s, where our bf16 GEMM's
-    forward reached 1.06-1.22 of it under the profiler and cuBLAS itself 672-700 side by side), not
-    that the op beat the hardware."""
+    over 1 says the ceiling or the figure was measured in another state of the card than the other,
+    or measured wrong, not that the op beat the hardware: on H100s on 2026-12-06 `calibrate --peaks`
+    timed cuBLAS in windows of 2-3 calls (629 and 649 TFLOP/s; 698 in windows of 169), and profiled
+    calls ran at boost after the profiler's idle start."""
     over = [
         f"{where} {share:.2f}"
         for where, share in shares.items()

@@ -5,7 +5,6 @@ device's time to run it. It never decides a round: nothing here is timed for the
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 import time
 from typing import Any
@@ -18,7 +17,6 @@ from gitcampaign.harness.runner import Calls, Run, warm_up
 PROFILE_FORMAT = 1
 PROFILE_CALLS = 20
 PREROLL_S = 1.0  # back-to-back calls before the profiled ones (on a GPU): the sustained clock
-_STEP_RANGE = re.compile(r"ProfilerStep[#*]")  # the range torch.profiler's schedule puts around a step
 
 
 def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -> dict[str, Any]:
@@ -56,20 +54,20 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     # operator and launch, and its own cost lands on the host. Under it a bf16 GEMM forward read
     # 0.16-0.51 ms to issue at Llama shapes (H200, 2026-12-05), where benchmarks/host_cost.py reads
     # 37 us with nothing attached: enough to call a GPU-bound op host-bound. Nor NVML's sampling
-    # thread: with it, blockwise fp8 calls read 2-2.6x the host time they read without it on
-    # another H100 three hours before (2026-12-06).
+    # thread, whose driver queries take the launches' path: profiles with it there read blockwise fp8
+    # calls at 2-2.6x the host time of one without it (two H100s, 2026-12-06; not measured apart).
     issued_s = issue(prepared(), run.device)
     cuda = run.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     # The SM clock while the profiled calls run (NVML, on a GPU that has it), whose kernels' times
     # the figures are: a GEMM peak is held against them at this clock (roofline.Limit.at_clock).
     monitor = getattr(run.clock, "monitor", None)
-    clocks: list[tuple[float, float, float]] = []
 
-    def profiled(calls: list[Any]) -> None:
+    def profiled(calls: list[Any]) -> list[tuple[float, float, float]]:
+        """Issue the calls (bracketed for ncu); the clock samples taken while they ran."""
         with monitor.recording() if monitor is not None else contextlib.nullcontext([]) as samples:
             issue(calls, run.device, bracket=True)
-        clocks.extend(samples)
+        return samples
 
     # The profiled calls (their kernels) are also bracketed for Nsight Compute (`--profile-from-start
     # off`), under which the torch profiler may find CUPTI taken: then ncu's report is what counts.
@@ -85,13 +83,12 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
         with profile(activities=activities, schedule=steps) as profiler:
             preroll()
             profiler.step()
-            profiled(ready)
+            clocks = profiled(ready)
             profiler.step()
         events = list(profiler.events())
     except RuntimeError as exc:
         print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)
-        clocks.clear()
-        profiled(prepared())
+        clocks = profiled(prepared())
     kernels: dict[str, dict[str, float]] = {}
     for event in events:
         on_device = cuda and event.device_type == torch.autograd.DeviceType.CUDA
@@ -125,8 +122,8 @@ def _top_level(event: Any) -> bool:
     """An operator the calls ran themselves: under the profiler's step (its schedule wraps each step
     in a `ProfilerStep#N` range), not inside another operator, and not the step itself."""
     parent = event.cpu_parent
-    step = _STEP_RANGE.match
-    return not step(event.name) and (parent is None or bool(step(parent.name)))
+    step = "ProfilerStep"
+    return not event.name.startswith(step) and (parent is None or parent.name.startswith(step))
 
 
 def issue(calls: list[Any], device: Any, bracket: bool = False) -> float:

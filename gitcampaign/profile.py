@@ -32,6 +32,7 @@ HARNESS_FORMAT = 1  # the harness's --profile file
 KIND = "profile"
 PHASES = ("forward", "backward")
 UNITS = (roofline.FLOP, roofline.BYTE)
+PROFILER_STEP = "ProfilerStep"  # torch.profiler's range around each step, on the GPU's timeline too
 
 
 @dataclass
@@ -154,13 +155,23 @@ def _phase(raw: object, where: str, bad: Callable[[str], CampaignError]) -> Phas
         if share > 1:
             raise bad(f"{where}: kernel {name} share is {share!r}")
         parsed.append(Kernel(name, launches, number(kernel.get("gpu_ms"), f"kernel {name} gpu_ms"), share))
+    gpu_ms_per_call = number(raw.get("gpu_ms_per_call"), "gpu_ms_per_call", positive=True)
+    # The profiler's step range is no kernel. Harnesses frozen on 2026-12-06 (from 59af8c4) listed it
+    # among a phase's kernels, with their GPU time counted twice: read without it.
+    kernels_only = [kernel for kernel in parsed if not kernel.name.startswith(PROFILER_STEP)]
+    total_ms = sum(kernel.gpu_ms for kernel in kernels_only)
+    if len(kernels_only) < len(parsed) and total_ms > 0:
+        for kernel in kernels_only:
+            kernel.share = kernel.gpu_ms / total_ms
+        gpu_ms_per_call = total_ms / calls
+    parsed = kernels_only
     clock = raw.get("sm_mhz")
     return Phase(
         calls,
         str(raw["unit"]),
         number(raw.get("work"), "work", positive=True),
         number(raw.get("host_ms_per_call"), "host_ms_per_call"),
-        number(raw.get("gpu_ms_per_call"), "gpu_ms_per_call", positive=True),
+        gpu_ms_per_call,
         parsed,
         None if clock is None else number(clock, "sm_mhz", positive=True),
     )

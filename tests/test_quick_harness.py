@@ -690,6 +690,49 @@ def test_an_address_keyed_cache_fails_on_the_gpu(tmp_path: Path) -> None:
     assert re.search(r"cached: FAIL: (out|da|db)_snr", process.stderr), process.stderr
 
 
+@GPU
+@pytest.mark.gpu
+def test_the_gpu_profile_lists_the_kernels_alone(tmp_path: Path) -> None:
+    """`--profile` on the GPU: each phase's kernels are what its calls launched, a whole number of
+    launches a call, and their times add up to the phase's GPU time. On 2026-12-06 torch.profiler's
+    step range was listed as a kernel (one over 20 calls) and doubled a forward's GPU time."""
+    import json
+
+    harness = harness_repo(tmp_path / "repo", "gemm", "triton")
+    (tmp_path / "repo" / "s.yaml").write_text("- {label: s, M: 1024, N: 1024, K: 512}\n")
+    out = tmp_path / "repo" / "profile.json"
+    process = subprocess.run(
+        [
+            sys.executable,
+            str(harness),
+            "--profile",
+            str(out),
+            "--shapes-file",
+            "s.yaml",
+            "--profile-calls",
+            "8",
+        ],
+        cwd=tmp_path / "repo",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("KERNELS_")},
+            **GPU_TEST_CONFIGS,
+            "PYTHONPATH": str(REPO_ROOT),
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    (shape,) = json.loads(out.read_text())["shapes"]
+    for name, phase in shape["phases"].items():
+        kernels = phase["kernels"]
+        assert kernels and not [k for k in kernels if k["name"].startswith("ProfilerStep")], (name, kernels)
+        assert sum(kernel["launches"] for kernel in kernels) % phase["calls"] == 0, (name, kernels)
+        total_ms = sum(kernel["gpu_ms"] for kernel in kernels)
+        assert total_ms / phase["calls"] == pytest.approx(phase["gpu_ms_per_call"]), name
+
+
 @pytest.mark.parametrize("granularity", ["tensorwise", "rowwise", "blockwise"])
 @pytest.mark.parametrize(("rows", "cols"), [(3, 128), (5, 300), (1, 1)])  # whole blocks, a K tail, a 1x1
 def test_own_quant_reference_matches_the_kernel_reference(granularity: str, rows: int, cols: int) -> None:
@@ -750,6 +793,41 @@ def test_the_profile_times_the_host_with_no_profiler_attached() -> None:
     # The clock of the profiled calls, whose kernels' times the phase reports: recorded around them
     # alone, not around the unprofiled calls before them.
     assert recorded == [[False] * 3 + [True] * 3] and phase["sm_mhz"] == 1500.0
+
+
+def test_the_profile_counts_kernels_not_the_ranges_around_them() -> None:
+    """On the GPU, CUPTI draws torch.profiler's step range and `record_function` ranges on the
+    device's timeline beside the kernels; a kernel is what ran, a range is not. On 2026-12-06 the
+    step's range was counted and doubled each forward's GPU time (a bf16 GEMM at 0.46 of its peak)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from gitcampaign.harness.profile import tally
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    def event(name: str, device: object, us: float, annotation: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(
+            name=name,
+            device_type=device,
+            is_user_annotation=annotation,
+            device_time_total=us,
+            cpu_time_total=us,
+            cpu_parent=None,
+        )
+
+    events = [
+        event("ProfilerStep*", cuda, 600.0, annotation=True),
+        event("ProfilerStep#1", cpu, 900.0, annotation=True),
+        event("my_range", cuda, 300.0, annotation=True),
+        event("_matmul_kernel", cuda, 300.0),
+        event("_matmul_kernel", cuda, 300.0),
+        event("aten::mm", cpu, 50.0),
+    ]
+    assert tally(events, cuda=True) == {"_matmul_kernel": {"launches": 2, "us": 600.0}}
+    on_cpu = [item for item in events if item.device_type == cpu]  # a CPU run records no kernels
+    assert tally(on_cpu, cuda=False) == {"aten::mm": {"launches": 1, "us": 50.0}}
 
 
 def test_a_backward_profile_holds_the_backward_alone() -> None:

@@ -49,6 +49,21 @@ def test_a_memory_bound_phase_is_placed_against_the_copy_bandwidth() -> None:
     assert found["verdict"] == "memory-bound at 0.50 of copy; 3 launches; host 0.02 ms <= GPU 0.1 ms per call"
 
 
+def test_the_profilers_step_range_is_not_read_as_a_kernel() -> None:
+    # The harnesses frozen on 2026-12-06 listed torch.profiler's step range on the GPU (one launch
+    # over the 10 calls, as long as the kernels together) and counted it in the phase's GPU time:
+    # read as the first test's profile, 0.5 of copy, not 0.25.
+    step = {"name": "ProfilerStep*", "launches": 1, "gpu_ms": 1.0, "share": 0.5}
+    quant = {"name": "_quant_kernel", "launches": 30, "gpu_ms": 1.0, "share": 0.5}
+    found = verdict_of(harness_file(gpu_ms_per_call=0.2, kernels=[step, quant]))
+    assert found["verdict"] == verdict_of(harness_file())["verdict"]
+    assert [(kernel["name"], kernel["share"]) for kernel in found["forward"]["kernels"]] == [
+        ("_quant_kernel", 1.0)
+    ]
+    with pytest.raises(CampaignError, match="no kernel recorded on the GPU for q forward"):
+        profile.HarnessProfile.parse(harness_file(kernels=[step]), "p.json")
+
+
 def test_the_host_leads_when_it_issues_slower_than_the_gpu_runs() -> None:
     # The issue's finding: the host takes 0.6 ms to launch what the GPU runs in 0.4 ms.
     found = verdict_of(harness_file(host_ms_per_call=0.6, gpu_ms_per_call=0.4))

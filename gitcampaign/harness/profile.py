@@ -23,7 +23,6 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     """`count` calls of one phase back to back, twice: with nothing attached, for the host's time to
     issue one, then under torch.profiler, for the kernels and the SM clock they ran at. Each time their
     inputs (and a backward's forward) are prepared first, outside the timed window."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     op = run.op
@@ -89,14 +88,7 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
     except RuntimeError as exc:
         print(f"quick_test_bench: torch.profiler failed ({exc}); host time only", file=sys.stderr)
         clocks = profiled(prepared())
-    kernels: dict[str, dict[str, float]] = {}
-    for event in events:
-        on_device = cuda and event.device_type == torch.autograd.DeviceType.CUDA
-        if cuda != on_device or (not cuda and not _top_level(event)):
-            continue  # on the GPU its kernels; on the CPU the top-level ops the calls ran
-        record = kernels.setdefault(event.name, {"launches": 0, "us": 0.0})
-        record["launches"] += 1
-        record["us"] += event.device_time_total if cuda else event.cpu_time_total
+    kernels = tally(events, cuda)
     total_us = sum(record["us"] for record in kernels.values()) or 1.0
     ranked = sorted(kernels.items(), key=lambda item: -item[1]["us"])
     return {
@@ -116,6 +108,27 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
             for name, record in ranked
         ],
     }
+
+
+def tally(events: list[Any], cuda: bool) -> dict[str, dict[str, float]]:
+    """Launches and microseconds by name: on the GPU of its kernels, on the CPU of the top-level ops
+    the calls ran. A range is no kernel: the profiler's step (`ProfilerStep#N`, which CUPTI also
+    draws on the GPU's timeline) and `record_function` ranges are left out. The step's range was
+    counted as a kernel on 2026-12-06 and doubled a forward's GPU time."""
+    import torch
+
+    kernels: dict[str, dict[str, float]] = {}
+    for event in events:
+        if cuda:
+            kernel = event.device_type == torch.autograd.DeviceType.CUDA
+            if not kernel or event.is_user_annotation or event.name.startswith("ProfilerStep"):
+                continue
+        elif not _top_level(event):
+            continue
+        record = kernels.setdefault(event.name, {"launches": 0, "us": 0.0})
+        record["launches"] += 1
+        record["us"] += event.device_time_total if cuda else event.cpu_time_total
+    return kernels
 
 
 def _top_level(event: Any) -> bool:

@@ -68,6 +68,17 @@ report() {  # report NAME HYPOTHESIS...: the report (one pair: the heat measured
   gc -c "$name" report --force --pairs 1 "${next[@]}"
 }
 
+gemm_next=(  # gemm-bf16-4's next rounds (its report; dogfood-3-reprofile.sh reports again)
+  "compute: o's 1024 tiles of 128x256 fill 7.76 waves of 132 SMs, so a quarter of the last wave idles; splitting only the last wave's tiles two ways along K (data-parallel before it) fills it"
+  "compute: a Gluon kernel warp-specialised by hand, two consumer warpgroups in ping-pong so that one's epilogue runs under the other's wgmma, as cuBLAS's sm90 kernels do (Triton's automatic specialisation picked no such tile)"
+  "memory: 2-CTA clusters that multicast the shared operand tile by TMA halve the L2-to-SM bytes a flop on 128x256 tiles"
+)
+quant_next=(  # quant-tw-2's
+  "memory: tensorwise reads x twice (the maxima, then the codes), 5 bytes an element against the 3 of a copy: its bound is 3/5 of a copy unless L2 keeps the input between the passes; a scale from the previous step (delayed scaling, the amax of this step kept for the next) makes it one pass, at the cost of a scale one step old"
+  "memory: the quantising pass rereads x in reverse so that the amax pass's last tiles are L2 hits; an amax pass that keeps its last ~40 MB with evict_last and the rest with evict_first would leave L2 to exactly the tiles read again"
+  "launch: two launches and a pass of their own for the maxima; the maxima can come from the producing op's epilogue (the norm or the GEMM before it), leaving one pass and one launch"
+)
+
 lane0() {
   # fp8-blockwise-5's heat again, on today's main (the probe judged by each side's fastest run; the
   # TMA scratch fix) and with the kernels' tests as the acceptance suite.
@@ -85,16 +96,10 @@ lane0() {
     "memory: dB reads dOut and a along M per expert with a transposed descriptor; a 128x256 output tile with 4 stages halves the reloads of a"
   start gemm-bf16-4 gemm llama3.1-8b:mbs=1 step &&
     heat gemm-bf16-4 cand/bf16-bk128 cand/bf16-256x128s4
-  report gemm-bf16-4 \
-    "compute: o's 1024 tiles of 128x256 fill 7.76 waves of 132 SMs, so a quarter of the last wave idles; splitting only the last wave's tiles two ways along K (data-parallel before it) fills it" \
-    "compute: a Gluon kernel warp-specialised by hand, two consumer warpgroups in ping-pong so that one's epilogue runs under the other's wgmma, as cuBLAS's sm90 kernels do (Triton's automatic specialisation picked no such tile)" \
-    "memory: 2-CTA clusters that multicast the shared operand tile by TMA halve the L2-to-SM bytes a flop on 128x256 tiles"
+  report gemm-bf16-4 "${gemm_next[@]}"
   start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs &&
     heat quant-tw-2 cand/quant-amax-tuned
-  report quant-tw-2 \
-    "memory: tensorwise reads x twice (the maxima, then the codes), 5 bytes an element against the 3 of a copy: its bound is 3/5 of a copy unless L2 keeps the input between the passes; a scale from the previous step (delayed scaling, the amax of this step kept for the next) makes it one pass, at the cost of a scale one step old" \
-    "memory: the quantising pass rereads x in reverse so that the amax pass's last tiles are L2 hits; an amax pass that keeps its last ~40 MB with evict_last and the rest with evict_first would leave L2 to exactly the tiles read again" \
-    "launch: two launches and a pass of their own for the maxima; the maxima can come from the producing op's epilogue (the norm or the GEMM before it), leaving one pass and one launch"
+  report quant-tw-2 "${quant_next[@]}"
   # The CUDA-graph tests on main since the TMA scratch fix (12-06), in a fresh process. (The fused
   # quantiser's GPU tests ran in fp8-blockwise-6's acceptance suite: 449 passed, 12-06 08:51.)
   from_tree graphs xfer/main python3 -m pytest -q -p no:cacheprovider tests/kernels/test_compile_and_graphs_gpu.py

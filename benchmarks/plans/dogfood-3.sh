@@ -20,6 +20,10 @@
 # (12-06 08:38, docs/benchmarks/2026-12-06-0838-dogfood-3-second-session.md) reported fp8-blockwise-6
 # (cand/bw-dualquant-a accepted, merged on main) and grouped-bf16-5 (nothing accepted); its lane's
 # budget ran out in gemm-bf16-4's baseline, which is not kept: the next session starts it anew.
+# The third (12-06 10:35, docs/benchmarks/2026-12-06-1035-dogfood-3-third-session.md) reported
+# gemm-bf16-4 and quant-tw-2 (nothing accepted), ran the graph tests and the fp8 vendor table; the
+# fp8 tensorwise and rowwise families come next, profiled first: their candidates follow from what
+# the profiles show (their o step read the host, 1.0-1.2 ms a call, on that session's machines).
 
 # Each step runs only where the campaign still needs it (`stage`), so the plan runs again as it is in
 # the next session: the campaigns the last one kept are imported and go on where they stopped. A
@@ -100,9 +104,7 @@ lane0() {
   start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs &&
     heat quant-tw-2 cand/quant-amax-tuned
   report quant-tw-2 "${quant_next[@]}"
-  # The CUDA-graph tests on main since the TMA scratch fix (12-06), in a fresh process. (The fused
-  # quantiser's GPU tests ran in fp8-blockwise-6's acceptance suite: 449 passed, 12-06 08:51.)
-  from_tree graphs xfer/main python3 -m pytest -q -p no:cacheprovider tests/kernels/test_compile_and_graphs_gpu.py
-  # BENCHMARKS.md's fp8 rows on main since fp8-blockwise-6's gain (its table predates it).
-  from_tree best-vendor-fp8 xfer/main python3 benchmarks/best_vendor.py --op fp8 --json "$LANE_LOG/best_vendor_fp8.json"
+  # (The CUDA-graph tests and `best_vendor.py --op fp8` on main ran here on 12-06 10:46-10:50.)
+  start fp8-tensorwise-4 gemm_fp8_tensorwise llama3.1-8b:mbs=1 step
+  start fp8-rowwise-4 gemm_fp8_rowwise llama3.1-8b:mbs=1 step
 }

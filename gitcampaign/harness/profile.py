@@ -17,6 +17,7 @@ from gitcampaign.harness.runner import Calls, Run, warm_up
 PROFILE_FORMAT = 1
 PROFILE_CALLS = 20
 PREROLL_S = 1.0  # back-to-back calls before the profiled ones (on a GPU): the sustained clock
+STEP_RANGE = "ProfilerStep"  # torch.profiler's range around each step (`ProfilerStep#N`)
 
 
 def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -> dict[str, Any]:
@@ -112,8 +113,8 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
 
 def tally(events: list[Any], cuda: bool) -> dict[str, dict[str, float]]:
     """Launches and microseconds by name: on the GPU of its kernels, on the CPU of the top-level ops
-    the calls ran. A range is no kernel: the profiler's step (`ProfilerStep#N`, which CUPTI also
-    draws on the GPU's timeline) and `record_function` ranges are left out. The step's range was
+    the calls ran. A range is no kernel: the profiler's step, which CUPTI also draws on the GPU's
+    timeline, and `record_function` ranges are left out. The step's range was
     counted as a kernel on 2026-12-06 and doubled a forward's GPU time."""
     import torch
 
@@ -121,7 +122,7 @@ def tally(events: list[Any], cuda: bool) -> dict[str, dict[str, float]]:
     for event in events:
         if cuda:
             kernel = event.device_type == torch.autograd.DeviceType.CUDA
-            if not kernel or event.is_user_annotation or event.name.startswith("ProfilerStep"):
+            if not kernel or event.is_user_annotation or event.name.startswith(STEP_RANGE):
                 continue
         elif not _top_level(event):
             continue
@@ -135,8 +136,7 @@ def _top_level(event: Any) -> bool:
     """An operator the calls ran themselves: under the profiler's step (its schedule wraps each step
     in a `ProfilerStep#N` range), not inside another operator, and not the step itself."""
     parent = event.cpu_parent
-    step = "ProfilerStep"
-    return not event.name.startswith(step) and (parent is None or parent.name.startswith(step))
+    return not event.name.startswith(STEP_RANGE) and (parent is None or parent.name.startswith(STEP_RANGE))
 
 
 def issue(calls: list[Any], device: Any, bracket: bool = False) -> float:

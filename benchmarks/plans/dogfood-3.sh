@@ -105,6 +105,8 @@ lane0() {
     heat quant-tw-2 cand/quant-amax-tuned
   report quant-tw-2 "${quant_next[@]}"
   # (The CUDA-graph tests and `best_vendor.py --op fp8` on main ran here on 12-06 10:46-10:50.)
+  # Where the fp8 steps' ~1 ms of host time a call goes, before their campaigns' hypotheses.
+  from_tree fp8-host-profile xfer/main python3 benchmarks/dev/fp8_host_profile_dev.py
   start fp8-tensorwise-4 gemm_fp8_tensorwise llama3.1-8b:mbs=1 step
   start fp8-rowwise-4 gemm_fp8_rowwise llama3.1-8b:mbs=1 step
 }

@@ -18,6 +18,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -105,6 +106,34 @@ def harness_repo(root: Path, op: str, backend: str, kernels: str | dict[str, str
         for name, source in kernels.items():
             (root / "kernels" / name).write_text(source)
     return harness
+
+
+def gemm_profile(
+    tmp_path: Path, backend: str, shape: str, calls: int, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The gemm harness's `--profile` file for one shape (a YAML mapping), `calls` calls a phase."""
+    import json
+
+    harness = harness_repo(tmp_path / "repo", "gemm", backend)
+    (tmp_path / "repo" / "s.yaml").write_text(f"- {shape}\n")
+    out = tmp_path / "repo" / "profile.json"
+    process = subprocess.run(
+        [sys.executable, str(harness), "--profile", str(out), "--shapes-file", "s.yaml"]
+        + ["--profile-calls", str(calls)],
+        cwd=tmp_path / "repo",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("KERNELS_")},
+            **(env or {}),
+            "PYTHONPATH": str(REPO_ROOT),
+        },
+    )
+    assert process.returncode == 0, process.stderr
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
 
 
 def run_harness(
@@ -696,35 +725,8 @@ def test_the_gpu_profile_lists_the_kernels_alone(tmp_path: Path) -> None:
     """`--profile` on the GPU: each phase's kernels are what its calls launched, a whole number of
     launches a call, and their times add up to the phase's GPU time. On 2026-12-06 torch.profiler's
     step range was listed as a kernel (one over 20 calls) and doubled a forward's GPU time."""
-    import json
-
-    harness = harness_repo(tmp_path / "repo", "gemm", "triton")
-    (tmp_path / "repo" / "s.yaml").write_text("- {label: s, M: 1024, N: 1024, K: 512}\n")
-    out = tmp_path / "repo" / "profile.json"
-    process = subprocess.run(
-        [
-            sys.executable,
-            str(harness),
-            "--profile",
-            str(out),
-            "--shapes-file",
-            "s.yaml",
-            "--profile-calls",
-            "8",
-        ],
-        cwd=tmp_path / "repo",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("KERNELS_")},
-            **GPU_TEST_CONFIGS,
-            "PYTHONPATH": str(REPO_ROOT),
-        },
-    )
-    assert process.returncode == 0, process.stderr
-    (shape,) = json.loads(out.read_text())["shapes"]
+    record = gemm_profile(tmp_path, "triton", "{label: s, M: 1024, N: 1024, K: 512}", 8, GPU_TEST_CONFIGS)
+    (shape,) = record["shapes"]
     for name, phase in shape["phases"].items():
         kernels = phase["kernels"]
         assert kernels and not [k for k in kernels if k["name"].startswith("ProfilerStep")], (name, kernels)
@@ -863,34 +865,7 @@ def test_a_backward_profile_holds_the_backward_alone() -> None:
 def test_the_profile_mode_writes_the_breakdown_analyze_reads(tmp_path: Path) -> None:
     """`--profile`: per shape and phase, the calls on the harness's own inputs under torch.profiler
     (CPU operators here), with the work per call and the host's time to issue one."""
-    import json
-
-    harness = harness_repo(tmp_path / "repo", "gemm", "torch")
-    (tmp_path / "repo" / "s.yaml").write_text("- {label: s, M: 64, N: 48, K: 32}\n")
-    out = tmp_path / "repo" / "profile.json"
-    process = subprocess.run(
-        [
-            sys.executable,
-            str(harness),
-            "--profile",
-            str(out),
-            "--shapes-file",
-            "s.yaml",
-            "--profile-calls",
-            "4",
-        ],
-        cwd=tmp_path / "repo",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("KERNELS_")},
-            "PYTHONPATH": str(REPO_ROOT),
-        },
-    )
-    assert process.returncode == 0, process.stderr
-    record = json.loads(out.read_text())
+    record = gemm_profile(tmp_path, "torch", "{label: s, M: 64, N: 48, K: 32}", 4)
     assert (record["format"], record["op"], record["device"], record["peak"]) == (1, "gemm", "cpu", "bf16")
     (shape,) = record["shapes"]
     assert shape["label"] == "s" and set(shape["phases"]) == {"forward", "backward"}

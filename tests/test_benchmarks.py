@@ -38,6 +38,7 @@ GPU_ONLY = (
     "dev/agreement_dev.py",
     "dev/compile_dev.py",
     "dev/fp8_dev.py",
+    "dev/fp8_host_profile_dev.py",
     "dev/gemm_dev.py",
     "dev/grouped_dev.py",
     "dev/host_profile_dev.py",

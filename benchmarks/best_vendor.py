@@ -9,7 +9,10 @@ figure is the median of its rounds. A speedup is the vendor's ms over ours (> 1:
 step is forward + `torch.autograd.grad` of both operands; backward = step - forward. Before timing,
 each shape's outputs and gradients are checked against the first vendor's by SNR. The header has
 NVML's SM clock at the start (idle, as a rule), the last line the clocks each side was timed at
-(the harness's GpuMonitor, sampling while do_bench runs).
+(the harness's GpuMonitor, sampling while do_bench runs). A shape's line ends with the sides that
+are host-bound: the host takes 0.9 of their figure or more to issue one call with the GPU idle, so
+do_bench timed the host (on 12-06 the fp8 steps' o shape on some H100s), and the JSON has each
+side's time to issue a call as NAME_host.
 
 - `gemm`: bf16 `gemm` against `F.linear` (cuBLAS), Llama-3.1-8B qkv, o, gate_up, down at M = 8192.
 - `fp8`: `gemm_fp8`'s whole op (quantisers and GEMMs) at each granularity, its step against cuBLAS
@@ -73,6 +76,8 @@ class Setting:
 
 
 RUN = Setting()
+# A side whose host takes this share of its figure or more to issue one call is timed by the host.
+HOST_BOUND = 0.9
 
 
 def ms(call: Call) -> float:
@@ -116,8 +121,27 @@ def clock_line() -> str:
     )
 
 
+def host_ms(call: Call) -> float:
+    """The host's milliseconds to issue one call, the GPU idle before it (the median of five)."""
+    import torch
+
+    def synchronize() -> None:
+        if RUN.device == "cuda":
+            torch.cuda.synchronize()
+
+    issued = []
+    for _ in range(5):
+        synchronize()
+        start = time.perf_counter()
+        call()
+        issued.append(time.perf_counter() - start)
+    synchronize()
+    return statistics.median(issued) * 1e3
+
+
 def timed(sides: dict[str, Call], rounds: int) -> dict[str, float]:
-    """Each side's median over `rounds` do_bench medians, the order reversed every round."""
+    """Each side's median over `rounds` do_bench medians, the order reversed every round, and as
+    NAME_host the host's time to issue one call (`host_ms`)."""
     names = list(sides)
     for name in names:
         sides[name]()  # autotuning and compilation, outside the timing
@@ -125,7 +149,21 @@ def timed(sides: dict[str, Call], rounds: int) -> dict[str, float]:
     for index in range(rounds):
         for name in names if index % 2 == 0 else names[::-1]:
             times[name].append(ms(sides[name]))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {
+        **{name: statistics.median(values) for name, values in times.items()},
+        **{f"{name}_host": host_ms(sides[name]) for name in names},
+    }
+
+
+def host_bound(row: dict[str, Any]) -> str:
+    """The sides whose host takes HOST_BOUND or more of their figure to issue a call, with that
+    time: do_bench's interval then holds the host's time, not the GPU's."""
+    sides = [
+        f"{key.removesuffix('_host')} {float(value):.3f}"
+        for key, value in row.items()
+        if key.endswith("_host") and float(value) >= HOST_BOUND * float(row[key.removesuffix("_host")])
+    ]
+    return f"  host-bound (ms to issue a call): {', '.join(sides)}" if sides else ""
 
 
 def step(linear: Callable[..., Any], *args: Any) -> Call:
@@ -361,7 +399,7 @@ def report(op: str, rows: list[dict[str, Any]]) -> None:
                     float(row[f"kernel_{product}_cublas"]),
                 )
                 cells += f"  kernel {product} {ours_ms:.3f}/{cublas_ms:.3f}={cublas_ms / ours_ms:.3f}"
-            print(f"  {row['shape']:<22} {times}  ours {tflops:.0f} TFLOP/s step  {cells}")
+            print(f"  {row['shape']:<22} {times}  ours {tflops:.0f} TFLOP/s step  {cells}{host_bound(row)}")
         means = "  ".join(
             f"{title} {geomean([speed(row, vendor, ours) for row in group_rows]):.3f}"
             for title, vendor, ours in columns

@@ -143,6 +143,31 @@ def test_a_backward_is_a_figure_only_where_both_steps_outlast_their_forwards(
         assert best_vendor.backward_speedup(noisy) == "unresolved (a step <= its forward)"
 
 
+def test_best_vendor_names_the_sides_the_host_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A side whose host takes 0.9 of its figure or more to issue a call is named host-bound (12-06:
+    the blockwise o step read 1.308 ms where its host took 1.17 ms a call); the others are not."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import best_vendor
+
+    row = {
+        "shape": "o",
+        "ours_step": 1.308,
+        "ours_step_host": 1.2,
+        "best_step": 1.791,
+        "best_step_host": 1.05,
+        "cublas_bf16_step": 1.2,
+        "cublas_bf16_step_host": 0.1,
+    }
+    assert best_vendor.host_bound(row) == "  host-bound (ms to issue a call): ours_step 1.200"
+    assert best_vendor.host_bound({**row, "best_step_host": 1.65}) == (
+        "  host-bound (ms to issue a call): ours_step 1.200, best_step 1.650"
+    )
+    assert best_vendor.host_bound({**row, "ours_step_host": 1.1}) == ""
+    monkeypatch.setattr(best_vendor, "RUN", best_vendor.Setting(smoke=True))  # the CPU: no synchronising
+    calls: list[int] = []
+    assert best_vendor.host_ms(lambda: calls.append(1)) >= 0 and len(calls) == 5
+
+
 def test_best_vendor_keeps_the_clock_each_side_was_timed_at(monkeypatch: pytest.MonkeyPatch) -> None:
     """On the GPU each do_bench runs under the harness's NVML sampler; the last line gives the
     spread of the sides' median clocks (faked here: no GPU)."""

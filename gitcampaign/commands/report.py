@@ -455,6 +455,12 @@ def _markdown(
         if accepted
         else ["- no round was accepted: start from the verdicts of the rounds above and what each tried"]
     )
+    # A report again (a newer profile, other next hypotheses): the line's head is the earlier one.
+    replaced = (
+        [f"- Reported again: this report replaces the report committed at `{head[:12]}`"]
+        if campaign.reported()
+        else []
+    )
     shown_environment = ", ".join(
         f"{k} {v}"
         for k, v in environment.items()
@@ -465,6 +471,7 @@ def _markdown(
         "",
         f"- Op: {markdown_code(manifest.target_op)} ({markdown_text(manifest.target_backend)}); primary metric: **{metric}**",
         f"- Baseline commit `{base_commit[:12]}`, final accepted head `{head[:12]}` on `{campaign.main_branch}`",
+        *replaced,
         f"- Environment: {markdown_text(shown_environment)}",
         f"- Date: {verdict.now()}; command: `{command}` (final full validation, "
         f"{pairs} interleaved pairs of {markdown_code(manifest.quick_command)})",

@@ -327,6 +327,17 @@ def test_a_report_of_one_pair_says_it_has_no_interval(project: Path) -> None:
     assert "95% CI" not in markdown.split("## Iterations")[0]
 
 
+def test_a_second_report_says_which_report_it_replaces(project: Path) -> None:
+    """A campaign reported again (12-06: gemm-bf16-4 and quant-tw-2 after their profiles were read
+    anew) names the earlier report's commit, which heads the accepted line."""
+    first = report(project, None, force=True, pairs=1)
+    assert "Reported again" not in (project / first.path).read_text()
+    second = report(project, None, force=True, pairs=1)
+    markdown = (project / second.path).read_text()
+    assert f"- Reported again: this report replaces the report committed at `{first.commit[:12]}`" in markdown
+    assert f"final accepted head `{first.commit[:12]}`" in markdown
+
+
 def test_a_rejection_before_any_measurement_names_its_reason_once() -> None:
     row = LineageRow(
         round=3,

@@ -114,8 +114,8 @@ def profile_phase(run: Run, calls: Calls, phase: str, count: int, work: float) -
 def tally(events: list[Any], cuda: bool) -> dict[str, dict[str, float]]:
     """Launches and microseconds by name: on the GPU of its kernels, on the CPU of the top-level ops
     the calls ran. A range is no kernel: the profiler's step, which CUPTI also draws on the GPU's
-    timeline, and `record_function` ranges are left out. The step's range was
-    counted as a kernel on 2026-12-06 and doubled a forward's GPU time."""
+    timeline, and `record_function` ranges are left out (the step's range was counted as a kernel
+    on 2026-12-06 and doubled a forward's GPU time)."""
     import torch
 
     kernels: dict[str, dict[str, float]] = {}

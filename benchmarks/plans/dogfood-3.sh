@@ -82,6 +82,16 @@ quant_next=(  # quant-tw-2's
   "memory: the quantising pass rereads x in reverse so that the amax pass's last tiles are L2 hits; an amax pass that keeps its last ~40 MB with evict_last and the rest with evict_first would leave L2 to exactly the tiles read again"
   "launch: two launches and a pass of their own for the maxima; the maxima can come from the producing op's epilogue (the norm or the GEMM before it), leaving one pass and one launch"
 )
+tensorwise_next=(  # fp8-tensorwise-4's next rounds, from its profile (12-06 12:35, H100)
+  "compute: the fp8 GEMM runs at SM 85-91% and 12% occupancy (one 256-thread CTA, 229 KB of shared memory a SM), its warps stalled first at barriers; qkv's forward product reads 0.89 of the fp8 peak at its clock. A kernel warp-specialised by hand (Gluon: a TMA producer warp and two consumer warpgroups in ping-pong, one's epilogue under the other's wgmma), as cuBLAS's sm90 fp8 kernels are, takes the barrier wait off the tensor cores"
+  "memory: the forward quantises the weight afresh every step, an amax pass and a quantise pass over 32-235 MB of bf16 that the optimizer step has just written (b's share of the bytes the forward quantises: 1/3 on o and down, 0.43 on qkv, 0.79 on gate_up); the optimizer's update can emit the new weight's maximum, or its codes in both layouts, leaving the forward to quantise a alone"
+  "memory: each operand is read twice (the maxima, then the codes, written in both layouts), 6 bytes an element where one pass moves 4: a scale from the step before (delayed scaling, this step's maximum kept for the next) makes each quantisation one pass, ~1/3 less of the quantisers' 16-24% of the step, at the cost of a scale one step old"
+)
+rowwise_next=(  # fp8-rowwise-4's
+  "memory: gate_up's backward reads dOut (470 MB) four times over: the rowwise pass (twice, the second mostly from L2), the column maxima, then dOut.T's codes from them: 923 us of quantisers in a 3729 us backward. A dual quantiser, as fp8-blockwise-6 accepted for the blockwise recipe (the row and column maxima in one read, both layouts' codes in a second), reads it twice"
+  "compute: qkv's forward product takes 336.6 us where the tensorwise recipe's takes 306.4 us on the same shapes (192 registers a thread against 160): the epilogue's per-row and per-column scales; applying them from a shared-memory copy loaded once a tile (TMA) instead of per-thread global loads frees the registers that the 128x256 tile needs for its second consumer"
+  "memory: the backward's quantisers of a.T, b.T and dOut.T (_row_quant_partials, DRAM 68-78%, SM 31%) read 64-byte runs of the operands' rows; a second pass of the forward over a and b as they lie can write a.T's and b.T's column-scaled codes from the maxima its first pass folds (the same 3 bytes an element, at the copy rate rather than ~0.7 of it), leaving the backward dOut's quantisation alone, at the cost of keeping those codes from forward to backward instead of the maxima"
+)
 
 lane0() {
   # fp8-blockwise-5's heat again, on today's main (the probe judged by each side's fastest run; the
@@ -104,9 +114,12 @@ lane0() {
   start quant-tw-2 quantize_fp8_tensorwise llama3.1-8b-quant:mbs=1 gbs &&
     heat quant-tw-2 cand/quant-amax-tuned
   report quant-tw-2 "${quant_next[@]}"
-  # (The CUDA-graph tests and `best_vendor.py --op fp8` on main ran here on 12-06 10:46-10:50.)
-  # Where the fp8 steps' ~1 ms of host time a call goes, before their campaigns' hypotheses.
-  from_tree fp8-host-profile xfer/main python3 benchmarks/dev/fp8_host_profile_dev.py
-  start fp8-tensorwise-4 gemm_fp8_tensorwise llama3.1-8b:mbs=1 step
-  start fp8-rowwise-4 gemm_fp8_rowwise llama3.1-8b:mbs=1 step
+  # (The CUDA-graph tests and `best_vendor.py --op fp8` on main ran here on 12-06 10:46-10:50, and
+  # benchmarks/dev/fp8_host_profile_dev.py on 12-06 12:32, before the two campaigns below.)
+  start fp8-tensorwise-4 gemm_fp8_tensorwise llama3.1-8b:mbs=1 step &&
+    heat fp8-tensorwise-4 cand/tw-pair
+  report fp8-tensorwise-4 "${tensorwise_next[@]}"
+  start fp8-rowwise-4 gemm_fp8_rowwise llama3.1-8b:mbs=1 step &&
+    heat fp8-rowwise-4 cand/rw-colmax-rows
+  report fp8-rowwise-4 "${rowwise_next[@]}"
 }

@@ -24,6 +24,11 @@
 # gemm-bf16-4 and quant-tw-2 (nothing accepted), ran the graph tests and the fp8 vendor table; the
 # fp8 tensorwise and rowwise families come next, profiled first: their candidates follow from what
 # the profiles show (their o step read the host, 1.0-1.2 ms a call, on that session's machines).
+# The fourth (12-06 12:31, docs/benchmarks/2026-12-06-1230-dogfood-3-fourth-session.md) ran the fp8
+# host profile and profiled both baselines on one machine, then (the candidates written from those
+# profiles, main at 6c43eca) heated and reported fp8-tensorwise-4 and fp8-rowwise-4 on another
+# (nothing accepted). Every family of the plan is now reported; dogfood-3-rounds.sh profiles the
+# two rejected rounds.
 
 # Each step runs only where the campaign still needs it (`stage`), so the plan runs again as it is in
 # the next session: the campaigns the last one kept are imported and go on where they stopped. A
